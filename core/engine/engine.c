@@ -1,0 +1,317 @@
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chute/chute.h"
+#include "dns/dns.h"
+#include "engine/engine.h"
+#include "engine/log.h"
+#include "flow/flow.h"
+#include "inbound/inbound.h"
+#include "script/script.h"
+
+struct chute_engine {
+    struct engine e;
+    int cli_log_level; /* -1: the bundle decides */
+    int handle_signals;
+    ev_timer publish;
+};
+
+enum { PUB_ACTIVE, PUB_TOTAL, PUB_UP, PUB_DOWN, PUB_CALLS, PUB_ERRORS, PUB_RELOADS, PUB_LUA,
+       PUB_VERSION };
+
+#define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+const char *
+chute_version(void)
+{
+    return CHUTE_VERSION;
+}
+
+static void
+apply_log_level(struct chute_engine *ce)
+{
+    if (ce->cli_log_level >= 0)
+        engine_log_level = (enum engine_log_level)ce->cli_log_level;
+    else if (ce->e.script != NULL && script_config(ce->e.script)->log_level >= 0)
+        engine_log_level = (enum engine_log_level)script_config(ce->e.script)->log_level;
+}
+
+void
+engine_stats_publish(struct engine *e)
+{
+    struct flow_table_stats fs;
+    struct script_stats ss = {0};
+    flow_table_stats(e->flows, &fs);
+    if (e->script != NULL)
+        script_stats(e->script, &ss);
+    atomic_store_explicit(&e->_pub[PUB_ACTIVE], fs.active, memory_order_relaxed);
+    atomic_store_explicit(&e->_pub[PUB_TOTAL], fs.total, memory_order_relaxed);
+    atomic_store_explicit(&e->_pub[PUB_UP], fs.bytes_up, memory_order_relaxed);
+    atomic_store_explicit(&e->_pub[PUB_DOWN], fs.bytes_down, memory_order_relaxed);
+    atomic_store_explicit(&e->_pub[PUB_CALLS], e->route_calls_before + ss.route_calls,
+                          memory_order_relaxed);
+    atomic_store_explicit(&e->_pub[PUB_ERRORS], e->route_errors_before + ss.route_errors,
+                          memory_order_relaxed);
+    atomic_store_explicit(&e->_pub[PUB_LUA], ss.lua_bytes, memory_order_relaxed);
+    atomic_store_explicit(&e->_pub[PUB_VERSION], e->rule_version, memory_order_relaxed);
+}
+
+int
+engine_load(struct engine *e, const char *dir, const char *src, char *err, size_t errlen)
+{
+    struct script *s = script_load(dir, src, err, errlen);
+    if (s == NULL)
+        return -1;
+    /* Route counters carry over so stats stay monotonic across reloads. */
+    struct script *old = e->script;
+    if (old != NULL) {
+        struct script_stats ss;
+        script_stats(old, &ss);
+        e->route_calls_before += ss.route_calls;
+        e->route_errors_before += ss.route_errors;
+    }
+    e->script = s;
+    e->rule_version++;
+    script_free(old);
+    return 0;
+}
+
+void
+engine_reload(struct engine *e)
+{
+    char err[1024];
+    struct chute_engine *ce = CONTAINER(e, struct chute_engine, e);
+    if (engine_load(e, e->bundle_dir, e->bundle_src, err, sizeof(err)) != 0) {
+        LOG_ERROR("reload failed, keeping the running bundle: %s", err);
+        return;
+    }
+    apply_log_level(ce);
+    atomic_fetch_add_explicit(&e->_pub[PUB_RELOADS], 1, memory_order_relaxed);
+    LOG_INFO("reloaded %s (rule version %u); flows in flight keep their decision",
+             e->bundle_dir ? e->bundle_dir : "bundle", e->rule_version);
+    engine_stats_publish(e);
+}
+
+int
+chute_engine_new(chute_engine **out, const struct chute_options *opts)
+{
+    struct chute_engine *ce = calloc(1, sizeof(*ce));
+    if (ce == NULL)
+        return CHUTE_ERR_NOMEM;
+    struct engine *e = &ce->e;
+    ce->cli_log_level = -1;
+    if (opts != NULL && opts->log_level != NULL) {
+        ce->cli_log_level = engine_log_level_parse(opts->log_level);
+        if (ce->cli_log_level < 0) {
+            free(ce);
+            return CHUTE_ERR_INVALID;
+        }
+        engine_log_level = (enum engine_log_level)ce->cli_log_level;
+    }
+    ce->handle_signals = opts != NULL && opts->handle_signals;
+    e->loop = ev_loop_new(EVFLAG_AUTO);
+    e->flows = flow_table_new();
+    if (e->loop == NULL || e->flows == NULL)
+        goto fail;
+    e->dns = dns_resolver_new(e->loop);
+    if (e->dns == NULL)
+        goto fail;
+    e->out.loop = e->loop;
+    e->out.dns = e->dns;
+    *out = ce;
+    return 0;
+fail:
+    if (e->loop != NULL)
+        ev_loop_destroy(e->loop);
+    flow_table_free(e->flows);
+    free(ce);
+    return CHUTE_ERR_NOMEM;
+}
+
+static int
+load(struct chute_engine *ce, const char *dir, const char *src, char *err, size_t errlen)
+{
+    char tmp[8];
+    if (errlen == 0) {
+        err = tmp;
+        errlen = sizeof(tmp);
+    }
+    if (engine_load(&ce->e, dir, src, err, errlen) != 0)
+        return CHUTE_ERR_INVALID;
+    free(ce->e.bundle_dir);
+    free(ce->e.bundle_src);
+    ce->e.bundle_dir = dir ? strdup(dir) : NULL;
+    ce->e.bundle_src = src ? strdup(src) : NULL;
+    apply_log_level(ce);
+    return 0;
+}
+
+int
+chute_engine_load_bundle(chute_engine *ce, const char *path, char *err, size_t errlen)
+{
+    return load(ce, path, NULL, err, errlen);
+}
+
+int
+chute_engine_load_string(chute_engine *ce, const char *main_lua, char *err, size_t errlen)
+{
+    return load(ce, NULL, main_lua, err, errlen);
+}
+
+static void
+on_stop(struct ev_loop *loop, ev_async *w, int revents)
+{
+    struct engine *e = CONTAINER(w, struct engine, _stop);
+    LOG_INFO("stopping: closing %s", "listeners and connections");
+    inbound_close(e->socks);
+    inbound_close(e->http);
+    e->socks = e->http = NULL;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    struct engine *e = w->data;
+    if (w->signum == SIGHUP)
+        engine_reload(e);
+    else
+        on_stop(loop, &e->_stop, 0);
+}
+
+static void
+on_reload(struct ev_loop *loop, ev_async *w, int revents)
+{
+    engine_reload(CONTAINER(w, struct engine, _reload));
+}
+
+static void
+on_publish(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    engine_stats_publish(&CONTAINER(w, struct chute_engine, publish)->e);
+}
+
+int
+chute_engine_run(chute_engine *ce, char *err, size_t errlen)
+{
+    struct engine *e = &ce->e;
+    char tmp[8];
+    if (errlen == 0) {
+        err = tmp;
+        errlen = sizeof(tmp);
+    }
+    if (e->script == NULL) {
+        snprintf(err, errlen, "no bundle loaded");
+        return CHUTE_ERR_INVALID;
+    }
+    const struct script_config *cfg = script_config(e->script);
+    if (!cfg->socks.enabled && !cfg->http.enabled) {
+        snprintf(err, errlen, "the bundle opens no listener (chute.config { listen = ... })");
+        return CHUTE_ERR_INVALID;
+    }
+    /* splice(2) to a closed socket raises SIGPIPE; EPIPE is handled. */
+    signal(SIGPIPE, SIG_IGN);
+    if (cfg->socks.enabled &&
+        (e->socks = inbound_listen(e, FLOW_IN_SOCKS, &cfg->socks, err, errlen)) == NULL)
+        return CHUTE_ERR_SYSTEM;
+    if (cfg->http.enabled &&
+        (e->http = inbound_listen(e, FLOW_IN_HTTP, &cfg->http, err, errlen)) == NULL) {
+        inbound_close(e->socks);
+        e->socks = NULL;
+        return CHUTE_ERR_SYSTEM;
+    }
+    ev_async_init(&e->_stop, on_stop);
+    ev_async_start(e->loop, &e->_stop);
+    ev_async_init(&e->_reload, on_reload);
+    ev_async_start(e->loop, &e->_reload);
+    ev_timer_init(&ce->publish, on_publish, 0.5, 0.5);
+    ev_timer_start(e->loop, &ce->publish);
+    if (ce->handle_signals) {
+        ev_signal_init(&e->_sigint, on_signal, SIGINT);
+        ev_signal_init(&e->_sigterm, on_signal, SIGTERM);
+        ev_signal_init(&e->_sighup, on_signal, SIGHUP);
+        e->_sigint.data = e->_sigterm.data = e->_sighup.data = e;
+        ev_signal_start(e->loop, &e->_sigint);
+        ev_signal_start(e->loop, &e->_sigterm);
+        ev_signal_start(e->loop, &e->_sighup);
+    }
+    e->_running = 1;
+    if (atomic_load(&e->_stop_requested))
+        ev_async_send(e->loop, &e->_stop);
+    LOG_INFO("chute %s running (rule version %u)", CHUTE_VERSION, e->rule_version);
+    ev_run(e->loop, 0);
+    e->_running = 0;
+    ev_timer_stop(e->loop, &ce->publish);
+    ev_async_stop(e->loop, &e->_stop);
+    ev_async_stop(e->loop, &e->_reload);
+    if (ce->handle_signals) {
+        ev_signal_stop(e->loop, &e->_sigint);
+        ev_signal_stop(e->loop, &e->_sigterm);
+        ev_signal_stop(e->loop, &e->_sighup);
+    }
+    engine_stats_publish(e);
+    LOG_INFO("stopped");
+    return 0;
+}
+
+void
+chute_engine_stop(chute_engine *ce)
+{
+    atomic_store(&ce->e._stop_requested, 1);
+    ev_async_send(ce->e.loop, &ce->e._stop);
+}
+
+void
+chute_engine_reload(chute_engine *ce)
+{
+    ev_async_send(ce->e.loop, &ce->e._reload);
+}
+
+void
+chute_engine_stats(chute_engine *ce, struct chute_stats *out)
+{
+    _Atomic uint64_t *p = ce->e._pub;
+    out->flows_active = atomic_load_explicit(&p[PUB_ACTIVE], memory_order_relaxed);
+    out->flows_total = atomic_load_explicit(&p[PUB_TOTAL], memory_order_relaxed);
+    out->bytes_up = atomic_load_explicit(&p[PUB_UP], memory_order_relaxed);
+    out->bytes_down = atomic_load_explicit(&p[PUB_DOWN], memory_order_relaxed);
+    out->route_calls = atomic_load_explicit(&p[PUB_CALLS], memory_order_relaxed);
+    out->route_errors = atomic_load_explicit(&p[PUB_ERRORS], memory_order_relaxed);
+    out->reloads = atomic_load_explicit(&p[PUB_RELOADS], memory_order_relaxed);
+    out->lua_bytes = atomic_load_explicit(&p[PUB_LUA], memory_order_relaxed);
+    out->rule_version = (uint32_t)atomic_load_explicit(&p[PUB_VERSION], memory_order_relaxed);
+}
+
+void
+chute_engine_free(chute_engine *ce)
+{
+    if (ce == NULL)
+        return;
+    struct engine *e = &ce->e;
+    inbound_close(e->socks);
+    inbound_close(e->http);
+    dns_resolver_free(e->dns);
+    script_free(e->script);
+    flow_table_free(e->flows);
+    ev_loop_destroy(e->loop);
+    free(e->bundle_dir);
+    free(e->bundle_src);
+    free(ce);
+}
+
+int
+chute_bundle_check(const char *path, char *err, size_t errlen)
+{
+    char tmp[8];
+    if (errlen == 0) {
+        err = tmp;
+        errlen = sizeof(tmp);
+    }
+    struct script *s = script_load(path, NULL, err, errlen);
+    if (s == NULL)
+        return CHUTE_ERR_INVALID;
+    script_free(s);
+    return 0;
+}

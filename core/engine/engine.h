@@ -1,0 +1,46 @@
+#ifndef CHUTE_ENGINE_ENGINE_H
+#define CHUTE_ENGINE_ENGINE_H
+
+/* The engine object behind include/chute/chute.h: one libev loop that owns
+ * every listener, flow and script. Folders reach the engine through these
+ * fields; only the loop thread touches them. */
+
+#include <ev.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "outbound/outbound.h"
+
+struct script;
+struct flow_table;
+struct dns_resolver;
+struct inbound_listener;
+
+struct engine {
+    struct ev_loop *loop;
+    struct script *script;   /* the current bundle; replaced whole on reload */
+    char *bundle_dir;        /* NULL for a bundle loaded from a string */
+    char *bundle_src;
+    struct flow_table *flows;
+    struct dns_resolver *dns;
+    struct outbound_env out;
+    struct inbound_listener *socks, *http;
+    uint32_t rule_version;   /* bumped by every reload */
+    uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
+    ev_signal _sigint, _sigterm, _sighup;
+    ev_async _stop, _reload;
+    atomic_int _stop_requested;
+    int _running;
+    /* Published for other threads by engine_stats_publish(). */
+    _Atomic uint64_t _pub[16];
+};
+
+/* Loads a bundle into a new script and makes it current; on failure the old
+ * one stays and |err| says why (file:line). */
+int engine_load(struct engine *e, const char *dir, const char *src, char *err, size_t errlen);
+/* Reloads the bundle from where it came; logs the outcome. */
+void engine_reload(struct engine *e);
+/* Copies the loop's counters where chute_engine_stats() reads them. */
+void engine_stats_publish(struct engine *e);
+
+#endif

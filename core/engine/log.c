@@ -1,0 +1,48 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/log.h"
+
+enum engine_log_level engine_log_level = ENGINE_LOG_INFO;
+
+static const char *const names[] = {"error", "warn", "info", "debug"};
+
+int
+engine_log_level_parse(const char *name)
+{
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *
+engine_log_level_name(enum engine_log_level level)
+{
+    return names[level];
+}
+
+void
+engine_log_write(enum engine_log_level level, const char *fmt, ...)
+{
+    char line[2048];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    localtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof(line), "%04d-%02d-%02d %02d:%02d:%02d.%03ld %-5s ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+    if (len > sizeof(line) - 2)
+        len = sizeof(line) - 2;
+    line[len++] = '\n';
+    /* One write per line keeps lines whole when stderr is shared. */
+    fwrite(line, 1, len, stderr);
+}

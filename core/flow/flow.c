@@ -1,0 +1,185 @@
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/log.h"
+#include "flow/flow.h"
+
+struct flow_table {
+    struct flow head; /* sentinel of the live list */
+    uint64_t next_id;
+    struct flow_table_stats st;
+};
+
+struct flow_table *
+flow_table_new(void)
+{
+    struct flow_table *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->head._prev = t->head._next = &t->head;
+    t->next_id = 1;
+    return t;
+}
+
+void
+flow_table_free(struct flow_table *t)
+{
+    free(t);
+}
+
+void
+flow_table_add(struct flow_table *t, struct flow *f, double now)
+{
+    f->id = t->next_id++;
+    f->started = now;
+    f->_next = &t->head;
+    f->_prev = t->head._prev;
+    f->_prev->_next = f;
+    t->head._prev = f;
+    t->st.active++;
+    t->st.total++;
+}
+
+void
+flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *reason)
+{
+    if (f->_next == NULL)
+        return;
+    f->_prev->_next = f->_next;
+    f->_next->_prev = f->_prev;
+    f->_prev = f->_next = NULL;
+    t->st.active--;
+    t->st.bytes_up += f->bytes_up;
+    t->st.bytes_down += f->bytes_down;
+    if (engine_log_level >= ENGINE_LOG_INFO) {
+        char src[64], dst[300];
+        flow_sockaddr_format(&f->src, src, sizeof(src));
+        flow_addr_format(&f->dst, dst, sizeof(dst));
+        engine_log_write(ENGINE_LOG_INFO,
+                         "flow %llu %s %s %s -> %s policy=%s rule=\"%s\" up=%llu down=%llu "
+                         "time=%.3fs close=%s",
+                         (unsigned long long)f->id, flow_network_name(f->network),
+                         flow_inbound_name(f->inbound), src, dst, flow_policy_name(f->policy),
+                         f->rule ? f->rule : "-", (unsigned long long)f->bytes_up,
+                         (unsigned long long)f->bytes_down, now - f->started, reason);
+    }
+}
+
+void
+flow_table_stats(const struct flow_table *t, struct flow_table_stats *out)
+{
+    *out = t->st;
+    /* Live flows' bytes count too, so stats move during long transfers. */
+    for (const struct flow *f = t->head._next; f != &t->head; f = f->_next) {
+        out->bytes_up += f->bytes_up;
+        out->bytes_down += f->bytes_down;
+    }
+}
+
+const char *
+flow_network_name(enum flow_network n)
+{
+    return n == FLOW_UDP ? "udp" : "tcp";
+}
+
+const char *
+flow_inbound_name(enum flow_inbound i)
+{
+    static const char *const names[] = {"socks", "http", "tun"};
+    return names[i];
+}
+
+const char *
+flow_policy_name(int policy)
+{
+    switch (policy) {
+    case FLOW_POLICY_DIRECT:
+        return "DIRECT";
+    case FLOW_POLICY_REJECT:
+        return "REJECT";
+    default:
+        return "?";
+    }
+}
+
+void
+flow_addr_host(const struct flow_addr *a, char *buf, size_t len)
+{
+    switch (a->kind) {
+    case FLOW_ADDR_IP4:
+        inet_ntop(AF_INET, a->ip, buf, len);
+        break;
+    case FLOW_ADDR_IP6:
+        inet_ntop(AF_INET6, a->ip, buf, len);
+        break;
+    case FLOW_ADDR_NAME:
+        snprintf(buf, len, "%s", a->name);
+        break;
+    default:
+        snprintf(buf, len, "-");
+    }
+}
+
+void
+flow_addr_format(const struct flow_addr *a, char *buf, size_t len)
+{
+    char host[FLOW_NAME_MAX + 1];
+    flow_addr_host(a, host, sizeof(host));
+    snprintf(buf, len, a->kind == FLOW_ADDR_IP6 ? "[%s]:%u" : "%s:%u", host, a->port);
+}
+
+void
+flow_sockaddr_format(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN];
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *s = (const void *)ss;
+        inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
+        snprintf(buf, len, "%s:%u", host, ntohs(s->sin_port));
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *s = (const void *)ss;
+        inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
+        snprintf(buf, len, "[%s]:%u", host, ntohs(s->sin6_port));
+    } else {
+        snprintf(buf, len, "-");
+    }
+}
+
+int
+flow_addr_from_ip(struct flow_addr *a, const char *ip, size_t len, uint16_t port)
+{
+    char tmp[INET6_ADDRSTRLEN];
+    if (len == 0 || len >= sizeof(tmp))
+        return -1;
+    memcpy(tmp, ip, len);
+    tmp[len] = '\0';
+    memset(a, 0, sizeof(*a) - sizeof(a->name));
+    a->name[0] = '\0';
+    a->port = port;
+    if (inet_pton(AF_INET, tmp, a->ip) == 1) {
+        a->kind = FLOW_ADDR_IP4;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, tmp, a->ip) == 1) {
+        a->kind = FLOW_ADDR_IP6;
+        return 0;
+    }
+    return -1;
+}
+
+int
+flow_addr_from_host(struct flow_addr *a, const char *host, size_t len, uint16_t port)
+{
+    if (flow_addr_from_ip(a, host, len, port) == 0)
+        return 0;
+    if (len == 0 || len > FLOW_NAME_MAX || memchr(host, '\0', len) != NULL)
+        return -1;
+    a->kind = FLOW_ADDR_NAME;
+    a->port = port;
+    a->name_len = (uint8_t)len;
+    memcpy(a->name, host, len);
+    a->name[len] = '\0';
+    return 0;
+}

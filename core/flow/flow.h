@@ -1,0 +1,68 @@
+#ifndef CHUTE_FLOW_FLOW_H
+#define CHUTE_FLOW_FLOW_H
+
+/* The flow object and the flow table: one entry per connection the engine
+ * relays, with its route decision and its stats. The table owns the list of
+ * live flows and the totals of closed ones; the inbound that accepted a flow
+ * owns its sockets. */
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "flow/flow-t.h"
+
+enum flow_network { FLOW_TCP = 0, FLOW_UDP };
+enum flow_inbound { FLOW_IN_SOCKS = 0, FLOW_IN_HTTP, FLOW_IN_TUN };
+
+/* Policies built into the engine; proxies and groups will follow these ids. */
+enum flow_policy { FLOW_POLICY_DIRECT = 0, FLOW_POLICY_REJECT, FLOW_POLICY__BUILTIN };
+
+struct flow {
+    uint64_t id;
+    enum flow_network network;
+    enum flow_inbound inbound;
+    struct sockaddr_storage src;
+    struct flow_addr dst;     /* as the client asked: IP literal or name */
+    int policy;               /* enum flow_policy (or a later proxy id) */
+    const char *rule;         /* what decided: "route", "fallback: <reason>" (static) */
+    uint64_t bytes_up;        /* client -> upstream */
+    uint64_t bytes_down;      /* upstream -> client */
+    double started;           /* ev_now at accept */
+    struct flow *_prev, *_next;
+};
+
+struct flow_table_stats {
+    uint64_t active;
+    uint64_t total;
+    uint64_t bytes_up, bytes_down; /* of closed flows */
+};
+
+struct flow_table *flow_table_new(void);
+/* Frees the table; flows still in it must have been removed by their owners. */
+void flow_table_free(struct flow_table *t);
+
+/* Links |f| (caller-owned memory) into the table, giving it an id. */
+void flow_table_add(struct flow_table *t, struct flow *f, double now);
+/* Unlinks |f|, adds its bytes to the totals and logs its close line
+ * ("reason" is a short static string: "done", "reset", "idle", ...). */
+void flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *reason);
+
+void flow_table_stats(const struct flow_table *t, struct flow_table_stats *out);
+
+/* Formatting helpers for logs and the script: "1.2.3.4", "[::1]:80", "name:443". */
+const char *flow_network_name(enum flow_network n);
+const char *flow_inbound_name(enum flow_inbound i);
+const char *flow_policy_name(int policy);
+/* Writes the host part of |a| (no port, no brackets) into |buf|. */
+void flow_addr_host(const struct flow_addr *a, char *buf, size_t len);
+/* Writes "host:port" ("[v6]:port") into |buf|. */
+void flow_addr_format(const struct flow_addr *a, char *buf, size_t len);
+void flow_sockaddr_format(const struct sockaddr_storage *ss, char *buf, size_t len);
+/* Parses an IP literal (v4 or v6, no brackets) into |a|; returns 0 or -1. */
+int flow_addr_from_ip(struct flow_addr *a, const char *ip, size_t len, uint16_t port);
+/* Sets |a| to an IP literal if |host| is one, else to a name. -1 if too long
+ * or empty. */
+int flow_addr_from_host(struct flow_addr *a, const char *host, size_t len, uint16_t port);
+
+#endif

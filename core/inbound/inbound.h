@@ -1,0 +1,47 @@
+#ifndef CHUTE_INBOUND_INBOUND_H
+#define CHUTE_INBOUND_INBOUND_H
+
+/* Proxy listeners (SOCKS5, HTTP) that work without root. Each listener owns
+ * the connections it accepted; closing it closes them. */
+
+#include <stddef.h>
+
+#include "flow/flow.h"
+
+struct engine;
+struct script_listener;
+struct inbound_listener;
+
+/* Shared head of every accepted connection: the listener keeps them in a
+ * list so shutdown can close them all. */
+struct inbound_conn {
+    struct inbound_conn *_prev, *_next;
+    struct inbound_listener *_l;
+    void (*_close)(struct inbound_conn *c); /* closes sockets, frees c */
+};
+
+/* Opens a listener of |kind| (FLOW_IN_SOCKS or FLOW_IN_HTTP) on the address
+ * in |cfg|. Returns NULL with |err| naming the address and the reason. */
+struct inbound_listener *inbound_listen(struct engine *e, enum flow_inbound kind,
+                                        const struct script_listener *cfg, char *err,
+                                        size_t errlen);
+/* Stops accepting and closes every connection of the listener. */
+void inbound_close(struct inbound_listener *l);
+
+/* Used by the protocol files. */
+struct engine *inbound_engine(const struct inbound_listener *l);
+void inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c);
+void inbound_conn_unlink(struct inbound_conn *c);
+
+/* Per-protocol: takes a freshly accepted non-blocking socket. */
+void inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+void inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+
+/* The listener's current auth table (from the current script: a reload
+ * applies to new handshakes). Returns 1 if |user|/|pass| match or the
+ * listener has no users. */
+int inbound_auth_required(const struct inbound_listener *l);
+int inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ulen,
+                       const char *pass, size_t plen);
+
+#endif

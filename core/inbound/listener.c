@@ -1,0 +1,156 @@
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/log.h"
+#include "inbound/inbound.h"
+#include "script/script.h"
+
+struct inbound_listener {
+    struct engine *e;
+    enum flow_inbound kind;
+    int fd;
+    ev_io w;
+    ev_timer retry;          /* accept paused after EMFILE/ENFILE */
+    struct inbound_conn head; /* sentinel of the connection list */
+};
+
+static void
+on_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct inbound_listener *l = w->data;
+    for (int i = 0; i < 64; i++) {
+        struct sockaddr_storage peer;
+        socklen_t len = sizeof(peer);
+        int fd = accept4(l->fd, (struct sockaddr *)&peer, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Out of descriptors: stop accepting for a moment rather
+                 * than spin on a listener that stays readable. */
+                LOG_WARN("accept on %s: %s; pausing 100 ms", l->kind == FLOW_IN_SOCKS ? "socks" : "http",
+                         strerror(errno));
+                ev_io_stop(loop, &l->w);
+                ev_timer_start(loop, &l->retry);
+            }
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (l->kind == FLOW_IN_SOCKS)
+            inbound_socks5_accept(l, fd, &peer);
+        else
+            inbound_http_accept(l, fd, &peer);
+    }
+}
+
+static void
+on_retry(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct inbound_listener *l = w->data;
+    ev_io_start(loop, &l->w);
+}
+
+struct inbound_listener *
+inbound_listen(struct engine *e, enum flow_inbound kind, const struct script_listener *cfg,
+               char *err, size_t errlen)
+{
+    struct inbound_listener *l = calloc(1, sizeof(*l));
+    if (l == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    l->e = e;
+    l->kind = kind;
+    l->head._prev = l->head._next = &l->head;
+    l->fd = socket(cfg->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (l->fd < 0 || setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(l->fd, (const struct sockaddr *)&cfg->addr, cfg->addrlen) != 0 ||
+        listen(l->fd, 4096) != 0) {
+        snprintf(err, errlen, "listen on %s (%s): %s", cfg->text,
+                 kind == FLOW_IN_SOCKS ? "socks" : "http", strerror(errno));
+        if (l->fd >= 0)
+            close(l->fd);
+        free(l);
+        return NULL;
+    }
+    ev_io_init(&l->w, on_accept, l->fd, EV_READ);
+    l->w.data = l;
+    ev_io_start(e->loop, &l->w);
+    ev_timer_init(&l->retry, on_retry, 0.1, 0);
+    l->retry.data = l;
+    LOG_INFO("listening: %s on %s%s", kind == FLOW_IN_SOCKS ? "socks5" : "http", cfg->text,
+             cfg->num_users ? " (auth)" : "");
+    return l;
+}
+
+void
+inbound_close(struct inbound_listener *l)
+{
+    if (l == NULL)
+        return;
+    ev_io_stop(l->e->loop, &l->w);
+    ev_timer_stop(l->e->loop, &l->retry);
+    close(l->fd);
+    while (l->head._next != &l->head)
+        l->head._next->_close(l->head._next);
+    free(l);
+}
+
+struct engine *
+inbound_engine(const struct inbound_listener *l)
+{
+    return l->e;
+}
+
+void
+inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c)
+{
+    c->_l = l;
+    c->_next = &l->head;
+    c->_prev = l->head._prev;
+    c->_prev->_next = c;
+    l->head._prev = c;
+}
+
+void
+inbound_conn_unlink(struct inbound_conn *c)
+{
+    c->_prev->_next = c->_next;
+    c->_next->_prev = c->_prev;
+    c->_prev = c->_next = NULL;
+}
+
+static const struct script_listener *
+current_cfg(const struct inbound_listener *l)
+{
+    const struct script_config *cfg = script_config(l->e->script);
+    return l->kind == FLOW_IN_SOCKS ? &cfg->socks : &cfg->http;
+}
+
+int
+inbound_auth_required(const struct inbound_listener *l)
+{
+    return current_cfg(l)->num_users > 0;
+}
+
+int
+inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ulen,
+                   const char *pass, size_t plen)
+{
+    const struct script_listener *c = current_cfg(l);
+    if (c->num_users == 0)
+        return 1;
+    for (size_t i = 0; i < c->num_users; i++) {
+        const char *u = c->users[2 * i], *p = c->users[2 * i + 1];
+        if (strlen(u) == ulen && memcmp(u, user, ulen) == 0 && strlen(p) == plen &&
+            memcmp(p, pass, plen) == 0)
+            return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,265 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/log.h"
+#include "flow/relay.h"
+#include "inbound/inbound.h"
+#include "inbound/socks5.h"
+#include "script/script.h"
+
+/* One SOCKS5 client: greeting, optional RFC 1929 auth, CONNECT, then the
+ * flow is routed by the script and relayed with splice. Every malformed
+ * step gets its protocol reply and a close. */
+
+enum state { GREETING, AUTH, REQUEST, CONNECTING, RELAY };
+
+struct conn {
+    struct inbound_conn base;
+    int fd;
+    enum state state;
+    ev_io io;
+    ev_timer timer; /* handshake deadline */
+    struct flow flow;
+    int flow_added;
+    struct outbound_connect *oc;
+    struct flow_relay relay;
+    size_t len;
+    uint8_t buf[600]; /* the largest request: 4 + 1 + 255 + 2, auth: 513 */
+};
+
+#define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+static struct engine *
+engine_of(struct conn *c)
+{
+    return inbound_engine(c->base._l);
+}
+
+static void
+conn_free(struct conn *c, const char *reason)
+{
+    struct engine *e = engine_of(c);
+    ev_io_stop(e->loop, &c->io);
+    ev_timer_stop(e->loop, &c->timer);
+    if (c->oc != NULL)
+        outbound_connect_cancel(c->oc);
+    if (c->state == RELAY)
+        flow_relay_stop(&c->relay);
+    else if (c->fd >= 0)
+        close(c->fd);
+    if (c->flow_added)
+        flow_table_remove(e->flows, &c->flow, ev_now(e->loop), reason);
+    inbound_conn_unlink(&c->base);
+    free(c);
+}
+
+static void
+close_conn(struct inbound_conn *base)
+{
+    conn_free((struct conn *)base, "shutdown");
+}
+
+/* Small replies go straight out: the socket's buffer is empty at this point
+ * of the handshake, so a short write means the client is gone. */
+static int
+send_all(struct conn *c, const void *p, size_t n)
+{
+    return send(c->fd, p, n, MSG_NOSIGNAL) == (ssize_t)n ? 0 : -1;
+}
+
+static void
+fail(struct conn *c, uint8_t rep, const char *reason)
+{
+    uint8_t out[22];
+    size_t n = inbound_socks5_write_reply(out, rep, NULL);
+    send_all(c, out, n);
+    conn_free(c, reason);
+}
+
+static uint8_t
+rep_for_errno(int err)
+{
+    switch (err) {
+    case ECONNREFUSED:
+        return SOCKS5_REP_REFUSED;
+    case ENETUNREACH:
+        return SOCKS5_REP_NET_UNREACH;
+    case EHOSTUNREACH:
+    case ETIMEDOUT:
+        return SOCKS5_REP_HOST_UNREACH;
+    default:
+        return SOCKS5_REP_FAILURE;
+    }
+}
+
+static void
+on_relay_done(struct flow_relay *r, void *arg, const char *reason)
+{
+    struct conn *c = arg;
+    c->fd = -1; /* the relay closed both sockets */
+    conn_free(c, reason);
+}
+
+static void
+on_connected(void *arg, int fd, int err, const char *why)
+{
+    struct conn *c = arg;
+    struct engine *e = engine_of(c);
+    c->oc = NULL;
+    if (fd < 0) {
+        char dst[300];
+        flow_addr_format(&c->flow.dst, dst, sizeof(dst));
+        LOG_INFO("flow %llu: connect %s: %s", (unsigned long long)c->flow.id, dst, why);
+        fail(c, rep_for_errno(err), "connect failed");
+        return;
+    }
+    struct sockaddr_storage bnd;
+    socklen_t len = sizeof(bnd);
+    uint8_t reply[22];
+    getsockname(fd, (struct sockaddr *)&bnd, &len);
+    size_t n = inbound_socks5_write_reply(reply, SOCKS5_REP_OK, (struct sockaddr *)&bnd);
+    /* Bytes the client sent after its request (optimistic data) go first. */
+    if (flow_relay_start(&c->relay, e->loop, c->fd, fd, c->buf, c->len, reply, n,
+                         &c->flow.bytes_up, &c->flow.bytes_down,
+                         script_config(e->script)->idle_timeout, on_relay_done, c) != 0) {
+        close(fd);
+        fail(c, SOCKS5_REP_FAILURE, "out of memory");
+        return;
+    }
+    c->state = RELAY;
+}
+
+static void
+consume(struct conn *c, size_t n)
+{
+    memmove(c->buf, c->buf + n, c->len - n);
+    c->len -= n;
+}
+
+/* Runs the handshake over what is buffered. Returns -1 if |c| was freed. */
+static int
+advance(struct conn *c)
+{
+    struct engine *e = engine_of(c);
+    for (;;) {
+        int n;
+        if (c->state == GREETING) {
+            uint8_t methods[32];
+            n = inbound_socks5_parse_greeting(c->buf, c->len, methods);
+            if (n == SOCKS5_NEED_MORE)
+                return 0;
+            if (n < 0) {
+                conn_free(c, "bad greeting"); /* no method reply exists for a bad version */
+                return -1;
+            }
+            consume(c, (size_t)n);
+            int auth = inbound_auth_required(c->base._l);
+            uint8_t want = auth ? SOCKS5_METHOD_USERPASS : SOCKS5_METHOD_NOAUTH;
+            int offered = (methods[want / 8] >> (want % 8)) & 1;
+            uint8_t reply[2] = {5, offered ? want : SOCKS5_METHOD_NONE};
+            if (send_all(c, reply, 2) != 0 || !offered) {
+                conn_free(c, offered ? "client gone" : "no acceptable method");
+                return -1;
+            }
+            c->state = auth ? AUTH : REQUEST;
+        } else if (c->state == AUTH) {
+            struct mem_slice user, pass;
+            n = inbound_socks5_parse_userpass(c->buf, c->len, &user, &pass);
+            if (n == SOCKS5_NEED_MORE)
+                return 0;
+            int ok = n > 0 && inbound_auth_check(c->base._l, user.ptr, user.len, pass.ptr, pass.len);
+            uint8_t reply[2] = {1, ok ? 0 : 1};
+            if (send_all(c, reply, 2) != 0 || !ok) {
+                if (!ok)
+                    LOG_INFO("socks5: authentication failed (user '%.*s')", n > 0 ? (int)user.len : 0,
+                             n > 0 ? user.ptr : "");
+                conn_free(c, ok ? "client gone" : "auth failed");
+                return -1;
+            }
+            consume(c, (size_t)n);
+            c->state = REQUEST;
+        } else if (c->state == REQUEST) {
+            uint8_t cmd, rep = SOCKS5_REP_FAILURE;
+            n = inbound_socks5_parse_request(c->buf, c->len, &cmd, &c->flow.dst, &rep);
+            if (n == SOCKS5_NEED_MORE)
+                return 0;
+            if (n < 0) {
+                fail(c, rep, "bad request");
+                return -1;
+            }
+            if (cmd != SOCKS5_CMD_CONNECT) {
+                fail(c, SOCKS5_REP_CMD_UNSUPPORTED, "command not supported");
+                return -1;
+            }
+            consume(c, (size_t)n);
+            ev_io_stop(e->loop, &c->io);
+            flow_table_add(e->flows, &c->flow, ev_now(e->loop));
+            c->flow_added = 1;
+            script_route(e->script, &c->flow);
+            if (c->flow.policy == FLOW_POLICY_REJECT) {
+                fail(c, SOCKS5_REP_NOT_ALLOWED, "rejected");
+                return -1;
+            }
+            c->state = CONNECTING;
+            c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
+                                            script_config(e->script)->connect_timeout,
+                                            on_connected, c);
+            if (c->oc == NULL) {
+                fail(c, SOCKS5_REP_FAILURE, "out of memory");
+                return -1;
+            }
+            return 0;
+        } else {
+            return 0;
+        }
+    }
+}
+
+static void
+on_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct conn *c = CONTAINER(w, struct conn, io);
+    ssize_t n = recv(c->fd, c->buf + c->len, sizeof(c->buf) - c->len, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        conn_free(c, "client closed during handshake");
+        return;
+    }
+    if (n < 0)
+        return;
+    c->len += (size_t)n;
+    if (advance(c) == 0 && c->len == sizeof(c->buf) && c->state != CONNECTING)
+        fail(c, SOCKS5_REP_FAILURE, "handshake too long");
+}
+
+static void
+on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct conn *c = CONTAINER(w, struct conn, timer);
+    if (c->state == CONNECTING || c->state == RELAY)
+        return;
+    conn_free(c, "handshake timeout");
+}
+
+void
+inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer)
+{
+    struct engine *e = inbound_engine(l);
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        close(fd);
+        return;
+    }
+    c->fd = fd;
+    c->base._close = close_conn;
+    c->flow.network = FLOW_TCP;
+    c->flow.inbound = FLOW_IN_SOCKS;
+    c->flow.src = *peer;
+    inbound_conn_link(l, &c->base);
+    ev_io_init(&c->io, on_read, fd, EV_READ);
+    ev_io_start(e->loop, &c->io);
+    ev_timer_init(&c->timer, on_timeout, script_config(e->script)->connect_timeout, 0);
+    ev_timer_start(e->loop, &c->timer);
+}

@@ -1,0 +1,94 @@
+#ifndef CHUTE_LWIPOPTS_H
+#define CHUTE_LWIPOPTS_H
+
+/* lwIP 2.1.3 options for chute: raw API, one thread, TCP only, segments
+ * injected straight into tcp_input (shared/notes/lwip.md §3 has the measured
+ * reasons for each value). */
+
+#define NO_SYS 1
+#define LWIP_TIMERS 1
+#define SYS_LIGHTWEIGHT_PROT 0
+#define LWIP_NETCONN 0
+#define LWIP_SOCKET 0
+
+#define LWIP_IPV4 1
+#define LWIP_IPV6 1
+#define LWIP_TCP 1
+#define LWIP_UDP 0
+#define LWIP_RAW 0
+#define LWIP_ICMP 0
+#define LWIP_ICMP6 1 /* nd6 refers to it */
+#define LWIP_ARP 0
+#define LWIP_ETHERNET 0
+#define LWIP_DHCP 0
+#define LWIP_IGMP 0
+#define LWIP_DNS 0
+#define IP_REASSEMBLY 0
+#define IP_FRAG 0
+#define LWIP_IPV6_FRAG 0
+#define LWIP_IPV6_REASS 0
+#define LWIP_IPV6_MLD 0
+#define LWIP_IPV6_AUTOCONFIG 0
+#define LWIP_IPV6_SEND_ROUTER_SOLICIT 0
+#define LWIP_IPV6_DHCP6 0
+#define LWIP_ND6_ALLOW_RA_UPDATES 0
+#define LWIP_IPV6_DUP_DETECT_ATTEMPTS 0
+#define LWIP_SINGLE_NETIF 0
+#define LWIP_HAVE_LOOPIF 0
+#define LWIP_NETIF_LOOPBACK 0
+
+/* Packet data lives in one bounded heap; pcbs, segments and ROM/REF pbufs in
+ * fixed pools beside it (MEMP_MEM_MALLOC=1 would put them in the first-fit
+ * heap and disable every pool limit). */
+#define MEM_LIBC_MALLOC 0
+#define MEMP_MEM_MALLOC 0
+#define MEM_ALIGNMENT 8
+#define MEM_SIZE (16 * 1024 * 1024)
+#define MEMP_NUM_TCP_PCB 8192
+#define MEMP_NUM_TCP_PCB_LISTEN 1024
+#define MEMP_NUM_TCP_SEG 65535
+#define MEMP_NUM_PBUF 65535
+#define PBUF_POOL_SIZE 64
+
+/* Windows and MSS follow the TUN MTU; CHUTE_TUN_MTU is a build option. */
+#ifndef CHUTE_TUN_MTU
+#define CHUTE_TUN_MTU 1500
+#endif
+#define TCP_MSS (CHUTE_TUN_MTU - 40)
+#if CHUTE_TUN_MTU > 1500
+#define TCP_WND (1024 * 1024)
+#define TCP_RCV_SCALE 6
+#else
+#define TCP_WND (64 * 1024)
+#define TCP_RCV_SCALE 2
+#endif
+#define LWIP_WND_SCALE 1
+#define TCP_SND_BUF TCP_WND
+#define TCP_SND_QUEUELEN (4 * (TCP_SND_BUF / TCP_MSS) + 8)
+#define TCP_SNDLOWAT (2 * TCP_MSS + 1)
+#define TCP_OVERSIZE TCP_MSS
+#define TCP_QUEUE_OOSEQ 1
+#define LWIP_TCP_TIMESTAMPS 0
+#define TCP_LISTEN_BACKLOG 0
+#define TCP_CALCULATE_EFF_SEND_MSS 1
+#if TCP_MSS * 4 > 0xFFFF
+#define LWIP_DISABLE_TCP_SANITY_CHECKS 1
+#endif
+
+/* The local kernel built every packet read from the TUN. */
+#define CHECKSUM_CHECK_IP 0
+#define CHECKSUM_CHECK_TCP 0
+#define CHECKSUM_CHECK_IP6 0
+#define CHECKSUM_GEN_IP 1
+#define CHECKSUM_GEN_TCP 1
+#define LWIP_CHECKSUM_ON_COPY 1
+
+#define LWIP_STATS 1
+#define MEM_STATS 1
+#define MEMP_STATS 1
+#define TCP_STATS 1
+#define LWIP_STATS_DISPLAY 0
+
+#define LWIP_DONT_PROVIDE_BYTEORDER_FUNCTIONS 1
+
+#endif

@@ -1,0 +1,238 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dns/dns.h"
+#include "outbound/outbound.h"
+
+/* RFC 8305 §5: start the next address if the current one has not connected
+ * within the "Connection Attempt Delay". */
+#define ATTEMPT_DELAY 0.25
+
+struct attempt {
+    ev_io w;
+    int fd;
+};
+
+struct outbound_connect {
+    struct ev_loop *loop;
+    outbound_connect_cb cb;
+    void *arg;
+    struct dns_query *query;
+    ev_timer timeout;     /* the whole connect, resolution included */
+    ev_timer next_timer;  /* Happy Eyeballs: when to start the next address */
+    ev_idle deliver;      /* results found inside the call are delivered later */
+    int last_err;
+    const char *why;
+    size_t naddrs, next, pending;
+    struct sockaddr_storage addrs[DNS_MAX_ADDRS];
+    struct attempt att[DNS_MAX_ADDRS];
+};
+
+#define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+void
+outbound_close_reset(int fd)
+{
+    struct linger lg = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    close(fd);
+}
+
+static void
+stop_all(struct outbound_connect *c)
+{
+    ev_timer_stop(c->loop, &c->timeout);
+    ev_timer_stop(c->loop, &c->next_timer);
+    ev_idle_stop(c->loop, &c->deliver);
+    for (size_t i = 0; i < c->next; i++) {
+        if (c->att[i].fd >= 0) {
+            ev_io_stop(c->loop, &c->att[i].w);
+            close(c->att[i].fd);
+            c->att[i].fd = -1;
+        }
+    }
+    if (c->query != NULL) {
+        dns_resolve_cancel(c->query);
+        c->query = NULL;
+    }
+}
+
+static void
+finish(struct outbound_connect *c, int fd, int err, const char *why)
+{
+    outbound_connect_cb cb = c->cb;
+    void *arg = c->arg;
+    stop_all(c);
+    free(c);
+    cb(arg, fd, err, why);
+}
+
+static void start_next(struct outbound_connect *c);
+
+static void
+fail_or_wait(struct outbound_connect *c)
+{
+    if (c->pending == 0 && c->next < c->naddrs)
+        start_next(c);
+    if (c->pending == 0 && c->next >= c->naddrs)
+        finish(c, -1, c->last_err ? c->last_err : EHOSTUNREACH, c->why ? c->why : "connect failed");
+}
+
+static void
+on_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct attempt *a = CONTAINER(w, struct attempt, w);
+    struct outbound_connect *c = w->data;
+    int err = 0;
+    socklen_t len = sizeof(err);
+    getsockopt(a->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    ev_io_stop(loop, w);
+    c->pending--;
+    if (err == 0) {
+        int fd = a->fd;
+        a->fd = -1;
+        finish(c, fd, 0, NULL);
+        return;
+    }
+    close(a->fd);
+    a->fd = -1;
+    c->last_err = err;
+    c->why = strerror(err);
+    fail_or_wait(c);
+}
+
+static void
+start_next(struct outbound_connect *c)
+{
+    while (c->next < c->naddrs) {
+        size_t i = c->next++;
+        struct attempt *a = &c->att[i];
+        const struct sockaddr_storage *ss = &c->addrs[i];
+        socklen_t len = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                                 : sizeof(struct sockaddr_in6);
+        a->fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (a->fd < 0) {
+            c->last_err = errno;
+            c->why = strerror(errno);
+            continue;
+        }
+        int one = 1;
+        setsockopt(a->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (connect(a->fd, (const struct sockaddr *)ss, len) != 0 && errno != EINPROGRESS) {
+            c->last_err = errno;
+            c->why = strerror(errno);
+            close(a->fd);
+            a->fd = -1;
+            continue;
+        }
+        ev_io_init(&a->w, on_writable, a->fd, EV_WRITE);
+        a->w.data = c;
+        ev_io_start(c->loop, &a->w);
+        c->pending++;
+        if (c->next < c->naddrs) {
+            ev_timer_set(&c->next_timer, ATTEMPT_DELAY, 0);
+            ev_timer_start(c->loop, &c->next_timer);
+        }
+        return;
+    }
+}
+
+static void
+on_next_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    start_next(CONTAINER(w, struct outbound_connect, next_timer));
+}
+
+static void
+on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    finish(CONTAINER(w, struct outbound_connect, timeout), -1, ETIMEDOUT, "connect timeout");
+}
+
+static void
+on_deliver(struct ev_loop *loop, ev_idle *w, int revents)
+{
+    struct outbound_connect *c = CONTAINER(w, struct outbound_connect, deliver);
+    ev_idle_stop(loop, w);
+    fail_or_wait(c);
+}
+
+static void
+on_resolved(void *arg, const char *err, const struct sockaddr_storage *addrs, size_t n)
+{
+    struct outbound_connect *c = arg;
+    c->query = NULL;
+    if (err != NULL) {
+        finish(c, -1, EHOSTUNREACH, err);
+        return;
+    }
+    uint16_t port = ((const struct sockaddr_in *)&c->addrs[0])->sin_port;
+    for (size_t i = 0; i < n; i++) {
+        c->addrs[i] = addrs[i];
+        if (addrs[i].ss_family == AF_INET)
+            ((struct sockaddr_in *)&c->addrs[i])->sin_port = port;
+        else
+            ((struct sockaddr_in6 *)&c->addrs[i])->sin6_port = port;
+    }
+    c->naddrs = n;
+    fail_or_wait(c);
+}
+
+struct outbound_connect *
+outbound_direct_connect(const struct outbound_env *env, const struct flow_addr *dst,
+                        double timeout, outbound_connect_cb cb, void *arg)
+{
+    struct outbound_connect *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->loop = env->loop;
+    c->cb = cb;
+    c->arg = arg;
+    for (size_t i = 0; i < DNS_MAX_ADDRS; i++)
+        c->att[i].fd = -1;
+    ev_timer_init(&c->timeout, on_timeout, timeout, 0);
+    ev_timer_start(c->loop, &c->timeout);
+    ev_timer_init(&c->next_timer, on_next_timer, ATTEMPT_DELAY, 0);
+    ev_idle_init(&c->deliver, on_deliver);
+
+    if (dst->kind == FLOW_ADDR_NAME) {
+        /* The port rides in addrs[0] until the addresses arrive. */
+        ((struct sockaddr_in *)&c->addrs[0])->sin_port = htons(dst->port);
+        c->query = dns_resolve(env->dns, dst->name, on_resolved, c);
+        if (c->query == NULL) {
+            stop_all(c);
+            free(c);
+            return NULL;
+        }
+        return c;
+    }
+    if (dst->kind == FLOW_ADDR_IP4) {
+        struct sockaddr_in *s = (struct sockaddr_in *)&c->addrs[0];
+        s->sin_family = AF_INET;
+        s->sin_port = htons(dst->port);
+        memcpy(&s->sin_addr, dst->ip, 4);
+    } else {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&c->addrs[0];
+        s->sin6_family = AF_INET6;
+        s->sin6_port = htons(dst->port);
+        memcpy(&s->sin6_addr, dst->ip, 16);
+    }
+    c->naddrs = 1;
+    start_next(c);
+    /* A synchronous failure is reported from the loop, not from inside. */
+    if (c->pending == 0)
+        ev_idle_start(c->loop, &c->deliver);
+    return c;
+}
+
+void
+outbound_connect_cancel(struct outbound_connect *c)
+{
+    stop_all(c);
+    free(c);
+}

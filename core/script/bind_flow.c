@@ -1,0 +1,136 @@
+#include <string.h>
+
+#include "script/script_int.h"
+
+/* route() gets one userdata that the script state reuses for every flow: no
+ * table and no allocation per call, and fields are produced only when the
+ * script reads them (a fresh 5-field table costs ~280 ns a call, a userdata
+ * ~70 ns: shared/notes/rules-protocols-lua.md §8). Outside route() it points
+ * at nothing and every field reads as an error. */
+
+static struct flow **
+checkflow(lua_State *L)
+{
+    struct flow **fp = luaL_checkudata(L, 1, "chute.flow");
+    if (*fp == NULL)
+        luaL_error(L, "flow used outside route() (copy the fields you need)");
+    return fp;
+}
+
+static int
+push_ip(lua_State *L, const struct sockaddr_storage *ss)
+{
+    char buf[64];
+    struct flow_addr a = {0};
+    if (ss->ss_family == AF_INET) {
+        a.kind = FLOW_ADDR_IP4;
+        memcpy(a.ip, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    } else if (ss->ss_family == AF_INET6) {
+        a.kind = FLOW_ADDR_IP6;
+        memcpy(a.ip, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    } else {
+        lua_pushnil(L);
+        return 1;
+    }
+    flow_addr_host(&a, buf, sizeof(buf));
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static int
+src_port(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    if (ss->ss_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+    return 0;
+}
+
+static int
+flow_index(lua_State *L)
+{
+    const struct flow *f = *checkflow(L);
+    size_t n;
+    const char *k = luaL_checklstring(L, 2, &n);
+    char buf[64];
+
+    if (n == 4 && memcmp(k, "host", 4) == 0) {
+        if (f->dst.kind == FLOW_ADDR_NAME)
+            lua_pushlstring(L, f->dst.name, f->dst.name_len);
+        else
+            lua_pushnil(L);
+    } else if (n == 8 && memcmp(k, "dst_port", 8) == 0) {
+        lua_pushinteger(L, f->dst.port);
+    } else if (n == 6 && memcmp(k, "dst_ip", 6) == 0) {
+        if (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6) {
+            flow_addr_host(&f->dst, buf, sizeof(buf));
+            lua_pushstring(L, buf);
+        } else {
+            lua_pushnil(L);
+        }
+    } else if (n == 7 && memcmp(k, "network", 7) == 0) {
+        lua_pushstring(L, flow_network_name(f->network));
+    } else if (n == 7 && memcmp(k, "inbound", 7) == 0) {
+        lua_pushstring(L, flow_inbound_name(f->inbound));
+    } else if (n == 6 && memcmp(k, "src_ip", 6) == 0) {
+        push_ip(L, &f->src);
+    } else if (n == 8 && memcmp(k, "src_port", 8) == 0) {
+        lua_pushinteger(L, src_port(&f->src));
+    } else if (n == 2 && memcmp(k, "id", 2) == 0) {
+        lua_pushinteger(L, (lua_Integer)f->id);
+    } else {
+        return luaL_error(L, "flow has no field '%s' (fields: network, src_ip, src_port, "
+                             "dst_ip, dst_port, host, inbound, id)", k);
+    }
+    return 1;
+}
+
+static int
+flow_newindex(lua_State *L)
+{
+    return luaL_error(L, "flow fields are read-only");
+}
+
+static int
+flow_tostring(lua_State *L)
+{
+    struct flow **fp = luaL_checkudata(L, 1, "chute.flow");
+    if (*fp == NULL) {
+        lua_pushliteral(L, "flow (closed)");
+        return 1;
+    }
+    char dst[300];
+    flow_addr_format(&(*fp)->dst, dst, sizeof(dst));
+    lua_pushfstring(L, "flow %I %s -> %s", (lua_Integer)(*fp)->id,
+                    flow_network_name((*fp)->network), dst);
+    return 1;
+}
+
+void
+script_flow_open(struct script *s)
+{
+    lua_State *L = s->L;
+    luaL_newmetatable(L, "chute.flow");
+    lua_pushcfunction(L, flow_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, flow_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, flow_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    struct flow **fp = lua_newuserdatauv(L, sizeof(*fp), 0);
+    *fp = NULL;
+    luaL_setmetatable(L, "chute.flow");
+    s->flow_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+void
+script_flow_set(struct script *s, struct flow *f)
+{
+    lua_rawgeti(s->L, LUA_REGISTRYINDEX, s->flow_ref);
+    *(struct flow **)lua_touserdata(s->L, -1) = f;
+    lua_pop(s->L, 1);
+}

@@ -1,0 +1,213 @@
+#include <stdio.h>
+#include <string.h>
+
+#include <lualib.h>
+
+#include "engine/log.h"
+#include "script/script_int.h"
+
+/* The bundle's environment is built from an allow-list (Redis
+ * src/script_lua.c): what is not named here does not exist for scripts. */
+static const char *const base_allow[] = {
+    "assert", "error",    "getmetatable", "ipairs",   "next",   "pairs",  "pcall",
+    "rawequal", "rawget", "rawlen",       "rawset",   "select", "setmetatable",
+    "tonumber", "tostring", "type",       "xpcall",   "_VERSION", "collectgarbage",
+    NULL,
+};
+static const char *const libs_allow[] = {"string", "table", "math", "utf8", "coroutine", NULL};
+static const char *const os_allow[] = {"clock", "date", "difftime", "time", NULL};
+
+extern const struct {
+    const char *name;
+    const char *src;
+    size_t len;
+} script_lualib[];
+
+/* Bundle paths are relative, without "..": scripts read only their bundle. */
+static int
+bundle_path(struct script *s, const char *rel, char *out, size_t len)
+{
+    if (rel[0] == '/' || rel[0] == '\0' || strstr(rel, "..") != NULL || s->dir == NULL)
+        return -1;
+    int n = snprintf(out, len, "%s/%s", s->dir, rel);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int
+script_load_file(struct script *s, const char *rel)
+{
+    lua_State *L = s->L;
+    char path[4096];
+    if (bundle_path(s, rel, path, sizeof(path)) != 0) {
+        lua_pushfstring(L, "%s: path outside the bundle", rel);
+        return LUA_ERRFILE;
+    }
+    int rc = luaL_loadfilex(L, path, "t");
+    if (rc != LUA_OK)
+        return rc;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+    lua_setupvalue(L, -2, 1);
+    return LUA_OK;
+}
+
+/* io.open(path [, "r"|"rb"]) confined to the bundle, read-only. */
+static int
+l_io_open(lua_State *L)
+{
+    struct script *s = script_of(L);
+    const char *rel = luaL_checkstring(L, 1);
+    const char *mode = luaL_optstring(L, 2, "r");
+    char path[4096];
+    if (strcmp(mode, "r") != 0 && strcmp(mode, "rb") != 0)
+        return luaL_error(L, "io.open: mode '%s' not allowed (bundles are read-only)", mode);
+    if (bundle_path(s, rel, path, sizeof(path)) != 0)
+        return luaL_error(L, "io.open: '%s' is outside the bundle", rel);
+    lua_getfield(L, LUA_REGISTRYINDEX, "chute.io_open");
+    lua_pushstring(L, path);
+    lua_pushstring(L, mode);
+    lua_call(L, 2, LUA_MULTRET);
+    return lua_gettop(L) - 2;
+}
+
+static int
+l_print(lua_State *L)
+{
+    luaL_Buffer b;
+    int n = lua_gettop(L);
+    luaL_buffinit(L, &b);
+    for (int i = 1; i <= n; i++) {
+        if (i > 1)
+            luaL_addchar(&b, '\t');
+        luaL_tolstring(L, i, NULL);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    LOG_INFO("script: %s", lua_tostring(L, -1));
+    return 0;
+}
+
+/* load(chunk [, name [, "t" [, env]]]): text only, the sandbox by default. */
+static int
+l_load(lua_State *L)
+{
+    struct script *s = script_of(L);
+    size_t len;
+    const char *src = luaL_checklstring(L, 1, &len);
+    const char *name = luaL_optstring(L, 2, "=(load)");
+    if (luaL_loadbufferx(L, src, len, name, "t") != LUA_OK) {
+        lua_pushnil(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    if (!lua_isnoneornil(L, 4))
+        lua_pushvalue(L, 4);
+    else
+        lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+    lua_setupvalue(L, -2, 1);
+    return 1;
+}
+
+/* require: the bundle's own modules first (a.b -> a/b.lua), then the Lua
+ * library embedded from lua/. Results are cached per state. */
+static int
+l_require(lua_State *L)
+{
+    struct script *s = script_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, "chute.loaded");
+    if (lua_getfield(L, -1, name) != LUA_TNIL)
+        return 1;
+    lua_pop(L, 1);
+
+    char rel[512];
+    size_t n = strlen(name);
+    if (n == 0 || n + 5 > sizeof(rel) || strchr(name, '/') != NULL)
+        return luaL_error(L, "require: bad module name '%s'", name);
+    for (size_t i = 0; i < n; i++)
+        rel[i] = name[i] == '.' ? '/' : name[i];
+    memcpy(rel + n, ".lua", 5);
+
+    char path[4096];
+    FILE *fp = NULL;
+    if (bundle_path(s, rel, path, sizeof(path)) == 0)
+        fp = fopen(path, "r");
+    if (fp != NULL) {
+        fclose(fp);
+        if (script_load_file(s, rel) != LUA_OK)
+            return lua_error(L);
+    } else {
+        int i = 0;
+        while (script_lualib[i].name != NULL && strcmp(script_lualib[i].name, name) != 0)
+            i++;
+        if (script_lualib[i].name == NULL || strcmp(name, "chute") == 0)
+            return luaL_error(L, "module '%s' not found: no file '%s' in the bundle and no "
+                                 "library module '%s'", name, rel, name);
+        char chunk[300];
+        snprintf(chunk, sizeof(chunk), "@lua/%s.lua", name);
+        if (luaL_loadbufferx(L, script_lualib[i].src, script_lualib[i].len, chunk, "t") != LUA_OK)
+            return lua_error(L);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+        lua_setupvalue(L, -2, 1);
+    }
+    lua_pushstring(L, name);
+    lua_call(L, 1, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, name);
+    return 1;
+}
+
+static void
+copy_fields(lua_State *L, int from, const char *const *names)
+{
+    for (; *names; names++) {
+        lua_getfield(L, from, *names);
+        lua_setfield(L, -2, *names);
+    }
+}
+
+int
+script_sandbox_open(struct script *s, char *err, size_t errlen)
+{
+    lua_State *L = s->L;
+    luaL_openlibs(L); /* into the registry's globals, which scripts never see */
+    lua_getglobal(L, "io");
+    lua_getfield(L, -1, "open");
+    lua_setfield(L, LUA_REGISTRYINDEX, "chute.io_open");
+    lua_pop(L, 1);
+
+    lua_newtable(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "chute.loaded");
+
+    lua_pushglobaltable(L);
+    int g = lua_gettop(L);
+    lua_newtable(L); /* the sandbox _ENV */
+    copy_fields(L, g, base_allow);
+    copy_fields(L, g, libs_allow);
+    lua_getglobal(L, "os");
+    int os = lua_gettop(L);
+    lua_newtable(L);
+    copy_fields(L, os, os_allow);
+    lua_remove(L, os);
+    lua_setfield(L, -2, "os");
+    lua_newtable(L);
+    lua_pushcfunction(L, l_io_open);
+    lua_setfield(L, -2, "open");
+    lua_setfield(L, -2, "io");
+    lua_pushcfunction(L, l_print);
+    lua_setfield(L, -2, "print");
+    lua_pushcfunction(L, l_load);
+    lua_setfield(L, -2, "load");
+    lua_pushcfunction(L, l_require);
+    lua_setfield(L, -2, "require");
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -2, "_G");
+    s->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pop(L, 1);
+    (void)err;
+    (void)errlen;
+    return 0;
+}

@@ -1,0 +1,61 @@
+#ifndef CHUTE_SCRIPT_SCRIPT_H
+#define CHUTE_SCRIPT_SCRIPT_H
+
+/* The Lua host: one lua_State per loaded bundle, sandboxed, with an
+ * instruction budget per call and a memory cap. A reload builds a new
+ * script and swaps it in; flows keep the decisions they already have. */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "flow/flow.h"
+
+struct script;
+
+struct script_listener {
+    int enabled;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char text[80];      /* the address as written, for logs */
+    size_t num_users;   /* SOCKS5 RFC 1929 / HTTP Basic; 0 = no auth */
+    char **users;       /* num_users pairs: users[2i] name, users[2i+1] password */
+};
+
+/* The bundle's configuration after chute.config(), with defaults applied.
+ * Owned by the script; valid until script_free. */
+struct script_config {
+    int log_level;          /* enum engine_log_level, or -1 when the bundle says nothing */
+    int fallback;           /* policy for flows whose route() fails */
+    struct script_listener socks, http;
+    double connect_timeout; /* seconds */
+    double idle_timeout;    /* seconds */
+    uint32_t budget;        /* Lua instructions per route() call */
+    size_t lua_memory;      /* bytes */
+};
+
+struct script_stats {
+    uint64_t route_calls;
+    uint64_t route_errors; /* errors, budget overruns and unknown names */
+    size_t lua_bytes;      /* memory held by the state */
+};
+
+/* Loads the bundle in |dir| (a folder with main.lua), or when |main_src| is
+ * non-NULL that source as the bundle's main.lua (requires still resolve in
+ * |dir| when it is non-NULL). Runs main.lua under a load budget. Returns the
+ * script, or NULL with a message naming file:line in |err|. */
+struct script *script_load(const char *dir, const char *main_src, char *err, size_t errlen);
+void script_free(struct script *s);
+
+const struct script_config *script_config(const struct script *s);
+void script_stats(const struct script *s, struct script_stats *out);
+
+/* Decides where |f| goes: calls chute.route(flow) once under the budget and
+ * stores the policy and the deciding rule in |f|. An error, an overrun or an
+ * unknown name logs file:line and gives the fallback policy. Never fails. */
+void script_route(struct script *s, struct flow *f);
+
+/* True if |name| is a policy the engine knows ("DIRECT", "REJECT"). */
+int script_policy_lookup(const char *name);
+
+#endif

@@ -1,0 +1,55 @@
+#ifndef CHUTE_SCRIPT_INT_H
+#define CHUTE_SCRIPT_INT_H
+
+/* Private to core/script: the script object and the helpers its files share. */
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "script/script.h"
+
+#define SCRIPT_LOAD_BUDGET 200000000u /* instructions for running main.lua */
+
+struct script {
+    lua_State *L;
+    char *dir;
+    size_t mem_used, mem_limit;
+    uint32_t budget;      /* current call's limit */
+    uint32_t used;        /* instructions counted in this call */
+    int tripped;          /* the budget ran out: keep raising until the call unwinds */
+    int env_ref;          /* the sandbox _ENV shared by the bundle's chunks */
+    int state_ref;        /* chute.lua's state table */
+    int route_ref;        /* chute.route, or LUA_NOREF */
+    int flow_ref;         /* the one flow userdata reused by every route() */
+    struct script_config cfg;
+    struct script_stats st;
+};
+
+static inline struct script *
+script_of(lua_State *L)
+{
+    return *(struct script **)lua_getextraspace(L);
+}
+
+/* budget.c */
+void script_budget_arm(struct script *s, uint32_t budget);
+void script_budget_disarm(struct script *s);
+/* Message handler for lua_pcall: keeps the error's "file:line:" position. */
+int script_msgh(lua_State *L);
+
+/* sandbox.c */
+int script_sandbox_open(struct script *s, char *err, size_t errlen);
+/* Loads a bundle file (path relative to the bundle) into the sandbox: pushes
+ * the chunk, or returns non-zero with the message pushed. */
+int script_load_file(struct script *s, const char *rel);
+
+/* config.c */
+int script_config_read(struct script *s, char *err, size_t errlen);
+void script_config_free(struct script_config *cfg);
+int script_check_address(const char *text, struct sockaddr_storage *ss, socklen_t *len);
+
+/* bind_flow.c */
+void script_flow_open(struct script *s);
+void script_flow_set(struct script *s, struct flow *f);
+
+#endif

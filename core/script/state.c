@@ -1,0 +1,228 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <lualib.h>
+
+#include "engine/log.h"
+#include "script/script_int.h"
+
+#define DEFAULT_LUA_MEMORY (64u << 20)
+
+extern const struct {
+    const char *name;
+    const char *src;
+    size_t len;
+} script_lualib[];
+
+/* A capped allocator (HAProxy's hlua_alloc): past the limit Lua gets NULL
+ * and raises "not enough memory" inside the script, never in the engine. */
+static void *
+lalloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct script *s = ud;
+    if (ptr == NULL)
+        osize = 0;
+    if (nsize == 0) {
+        free(ptr);
+        s->mem_used -= osize;
+        return NULL;
+    }
+    if (nsize > osize && s->mem_used + (nsize - osize) > s->mem_limit)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p != NULL)
+        s->mem_used += nsize - osize;
+    return p;
+}
+
+static int
+l_log(lua_State *L)
+{
+    const char *lvl = luaL_checkstring(L, 1);
+    const char *msg = luaL_checkstring(L, 2);
+    int level = engine_log_level_parse(lvl);
+    if (level < 0)
+        return luaL_error(L, "chute.log: unknown level '%s'", lvl);
+    luaL_where(L, 1);
+    LOG_AT((enum engine_log_level)level, "script: %s%s", lua_tostring(L, -1), msg);
+    return 0;
+}
+
+static int
+l_is_policy(lua_State *L)
+{
+    lua_pushboolean(L, script_policy_lookup(luaL_checkstring(L, 1)) >= 0);
+    return 1;
+}
+
+static int
+l_check_address(lua_State *L)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+    const char *text = luaL_checkstring(L, 1);
+    if (script_check_address(text, &ss, &len) != 0) {
+        lua_pushfstring(L, "'%s' is not IP:PORT (\"127.0.0.1:1080\", \"[::1]:1080\")", text);
+        return 1;
+    }
+    return 0;
+}
+
+static const luaL_Reg core_funcs[] = {
+    {"log", l_log},
+    {"is_policy", l_is_policy},
+    {"check_address", l_check_address},
+    {NULL, NULL},
+};
+
+/* Runs lua/chute.lua with the C functions as `...`, keeps its state table
+ * and registers the module it returns as "chute". */
+static int
+open_chute_module(struct script *s)
+{
+    lua_State *L = s->L;
+    int i = 0;
+    while (script_lualib[i].name != NULL && strcmp(script_lualib[i].name, "chute") != 0)
+        i++;
+    if (script_lualib[i].name == NULL) {
+        lua_pushstring(L, "lua/chute.lua is not embedded in this binary");
+        return -1;
+    }
+    lua_pushcfunction(L, script_msgh);
+    if (luaL_loadbufferx(L, script_lualib[i].src, script_lualib[i].len, "@lua/chute.lua", "t")) {
+        lua_remove(L, -2);
+        return -1;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+    lua_setupvalue(L, -2, 1);
+    luaL_newlib(L, core_funcs);
+    lua_pushliteral(L, CHUTE_VERSION);
+    lua_setfield(L, -2, "version");
+    if (lua_pcall(L, 1, 2, -3) != LUA_OK) {
+        lua_remove(L, -2);
+        return -1;
+    }
+    s->state_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_getfield(L, LUA_REGISTRYINDEX, "chute.loaded");
+    lua_insert(L, -2);
+    lua_setfield(L, -2, "chute");
+    lua_pop(L, 2);
+    return 0;
+}
+
+/* After main.lua: writing a global is an error (state belongs in locals). */
+static int
+l_global_newindex(lua_State *L)
+{
+    return luaL_error(L, "assignment to global '%s' after the bundle loaded (use a local)",
+                      luaL_tolstring(L, 2, NULL));
+}
+
+static void
+lock_globals(struct script *s)
+{
+    lua_State *L = s->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+    lua_newtable(L);
+    lua_pushcfunction(L, l_global_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_setmetatable(L, -2);
+    lua_pop(L, 1);
+}
+
+struct script *
+script_load(const char *dir, const char *main_src, char *err, size_t errlen)
+{
+    struct script *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->mem_limit = DEFAULT_LUA_MEMORY;
+    s->route_ref = s->flow_ref = s->env_ref = s->state_ref = LUA_NOREF;
+    if (dir != NULL) {
+        struct stat st;
+        char main_path[4096];
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            snprintf(err, errlen, "%s: no such bundle folder", dir);
+            goto fail;
+        }
+        snprintf(main_path, sizeof(main_path), "%s/main.lua", dir);
+        if (main_src == NULL && stat(main_path, &st) != 0) {
+            snprintf(err, errlen, "%s: bundle has no main.lua", dir);
+            goto fail;
+        }
+        s->dir = strdup(dir);
+    }
+    s->L = lua_newstate(lalloc, s);
+    if (s->L == NULL) {
+        snprintf(err, errlen, "cannot create a Lua state");
+        goto fail;
+    }
+    lua_State *L = s->L;
+    *(struct script **)lua_getextraspace(L) = s;
+    lua_gc(L, LUA_GCGEN, 0, 0);
+    script_sandbox_open(s, err, errlen);
+    if (open_chute_module(s) != 0)
+        goto fail_lua;
+    script_flow_open(s);
+
+    lua_pushcfunction(L, script_msgh);
+    int rc;
+    if (main_src != NULL) {
+        rc = luaL_loadbufferx(L, main_src, strlen(main_src), "=main.lua", "t");
+        if (rc == LUA_OK) {
+            lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+            lua_setupvalue(L, -2, 1);
+        }
+    } else {
+        rc = script_load_file(s, "main.lua");
+    }
+    if (rc != LUA_OK)
+        goto fail_lua;
+    script_budget_arm(s, SCRIPT_LOAD_BUDGET);
+    rc = lua_pcall(L, 0, 0, -2);
+    script_budget_disarm(s);
+    if (rc != LUA_OK)
+        goto fail_lua;
+    lua_pop(L, 1);
+    if (script_config_read(s, err, errlen) != 0)
+        goto fail;
+    s->mem_limit = s->cfg.lua_memory;
+    lock_globals(s);
+    lua_gc(L, LUA_GCCOLLECT);
+    return s;
+
+fail_lua:
+    snprintf(err, errlen, "%s", lua_tostring(s->L, -1));
+fail:
+    script_free(s);
+    return NULL;
+}
+
+void
+script_free(struct script *s)
+{
+    if (s == NULL)
+        return;
+    if (s->L != NULL)
+        lua_close(s->L);
+    script_config_free(&s->cfg);
+    free(s->dir);
+    free(s);
+}
+
+const struct script_config *
+script_config(const struct script *s)
+{
+    return &s->cfg;
+}
+
+void
+script_stats(const struct script *s, struct script_stats *out)
+{
+    *out = s->st;
+    out->lua_bytes = s->mem_used;
+}

@@ -1,0 +1,89 @@
+#ifndef CHUTE_CHUTE_H
+#define CHUTE_CHUTE_H
+
+/* chute's embedding API: what the CLI itself uses, and what a host app (a
+ * router daemon, a NetworkExtension) links against. Handles are opaque.
+ * Unless a function says otherwise, call it from the thread that runs the
+ * engine (the one inside chute_engine_run), or before the run starts. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct chute_engine chute_engine;
+
+/* Error codes: 0 is success. */
+#define CHUTE_ERR_INVALID (-1) /* bad argument or bundle: see the message */
+#define CHUTE_ERR_NOMEM (-2)
+#define CHUTE_ERR_SYSTEM (-3)  /* a listener or the loop could not start */
+
+struct chute_options {
+    /* Log level: "error", "warn", "info" (default) or "debug". The bundle's
+     * log_level applies when this is NULL. Not copied: a static string. */
+    const char *log_level;
+    /* Nonzero: while running, SIGINT/SIGTERM stop the engine and SIGHUP
+     * reloads the bundle (the CLI sets it; a host app may keep its own). */
+    int handle_signals;
+};
+
+struct chute_stats {
+    uint64_t flows_active;
+    uint64_t flows_total;
+    uint64_t bytes_up;      /* client -> upstream, all flows */
+    uint64_t bytes_down;    /* upstream -> client */
+    uint64_t route_calls;   /* chute.route() calls */
+    uint64_t route_errors;  /* of which fell back: error, budget, unknown policy */
+    uint64_t reloads;       /* successful reloads */
+    uint64_t lua_bytes;     /* memory held by the current script */
+    uint32_t rule_version;
+};
+
+/* The library's version, "MAJOR.MINOR.PATCH"; a static string. */
+const char *chute_version(void);
+
+/* Creates an engine and its loop. |opts| may be NULL; it is not referred to
+ * after the call. On success stores the engine in |*out| and returns 0. */
+int chute_engine_new(chute_engine **out, const struct chute_options *opts);
+
+/* Loads the bundle folder |path| (with main.lua) and makes it current. On
+ * error returns CHUTE_ERR_INVALID and writes a message naming file:line into
+ * |err| (|errlen| bytes, may be 0); a previous bundle stays current. The
+ * engine copies |path|. */
+int chute_engine_load_bundle(chute_engine *e, const char *path, char *err, size_t errlen);
+
+/* Same, with |main_lua| as the bundle's main.lua; require() then finds only
+ * chute's own library. The engine copies |main_lua|. */
+int chute_engine_load_string(chute_engine *e, const char *main_lua, char *err, size_t errlen);
+
+/* Opens the bundle's listeners and runs the loop until chute_engine_stop,
+ * SIGINT or SIGTERM; SIGHUP reloads the bundle. Returns 0 after a clean
+ * stop (every connection closed), or CHUTE_ERR_SYSTEM with |err| filled
+ * when a listener cannot open. Needs a loaded bundle. */
+int chute_engine_run(chute_engine *e, char *err, size_t errlen);
+
+/* Asks a running engine to stop. Safe from any thread and from signal
+ * handlers' threads; returns at once. */
+void chute_engine_stop(chute_engine *e);
+
+/* Asks a running engine to reload its bundle, as SIGHUP does. Any thread. */
+void chute_engine_reload(chute_engine *e);
+
+/* Copies the counters as of the loop's last pass (at most ~1 s old). Safe
+ * from any thread while the engine exists. */
+void chute_engine_stats(chute_engine *e, struct chute_stats *out);
+
+/* Frees an engine that is not running (run has returned or never started). */
+void chute_engine_free(chute_engine *e);
+
+/* Loads |path| without opening sockets, as `chute check` does. Returns 0 or
+ * CHUTE_ERR_INVALID with the message in |err|. */
+int chute_bundle_check(const char *path, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

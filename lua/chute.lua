@@ -1,0 +1,132 @@
+-- The `chute` module a bundle gets from `require "chute"`: configuration
+-- with validation and the hooks the engine calls. Loaded once per script
+-- state by core/script with the engine's C functions as `...`.
+local core = ...
+
+local state = { config = {}, hooks = {}, configured = false }
+
+local function where_error(msg, level)
+  error(msg, level + 1)
+end
+
+local function check_type(path, v, want)
+  local got = math.type(v) or type(v)
+  if want == "number" and type(v) == "number" then return nil end
+  if got ~= want then
+    return string.format("%s: expected %s, got %s", path, want, got)
+  end
+end
+
+-- Schema: key -> type, or a nested schema table; `check` refines a value.
+local listener = {
+  address = { type = "string", check = core.check_address },
+  users = { type = "table", check = function(t)
+    for u, p in pairs(t) do
+      if type(u) ~= "string" or type(p) ~= "string" then
+        return "users: expected { name = \"password\" } strings"
+      end
+      if #u == 0 or #u > 255 or #p > 255 then
+        return "users: names 1..255 bytes, passwords up to 255 bytes"
+      end
+    end
+  end },
+}
+
+local schema = {
+  log_level = { type = "string", check = function(v)
+    if v ~= "error" and v ~= "warn" and v ~= "info" and v ~= "debug" then
+      return string.format("%q is not one of error, warn, info, debug", v)
+    end
+  end },
+  fallback = { type = "string", check = function(v)
+    if not core.is_policy(v) then return string.format("unknown policy %q", v) end
+  end },
+  listen = { fields = { socks = { fields = listener }, http = { fields = listener } } },
+  timeouts = { fields = {
+    connect = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
+    idle = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
+  } },
+  budget = { type = "integer", check = function(v)
+    if v < 1000 then return "must be at least 1000 instructions" end
+  end },
+  lua_memory_mb = { type = "integer", check = function(v)
+    if v < 1 then return "must be at least 1" end
+  end },
+}
+
+local function sorted_keys(t)
+  local ks = {}
+  for k in pairs(t) do ks[#ks + 1] = k end
+  table.sort(ks)
+  return table.concat(ks, ", ")
+end
+
+local function validate(path, fields, t)
+  if type(t) ~= "table" then
+    return string.format("%s: expected table, got %s", path, type(t))
+  end
+  for k, v in pairs(t) do
+    local name = path == "" and tostring(k) or (path .. "." .. tostring(k))
+    local spec = type(k) == "string" and fields[k]
+    if not spec then
+      return string.format("unknown key '%s' (known: %s)", name, sorted_keys(fields))
+    end
+    local e
+    if spec.fields then
+      e = validate(name, spec.fields, v)
+    else
+      e = check_type(name, v, spec.type)
+      if not e and spec.check then
+        local ce = spec.check(v)
+        if ce then e = name .. ": " .. ce end
+      end
+    end
+    if e then return e end
+  end
+end
+
+-- listen = { socks = "127.0.0.1:1080" } is shorthand for { address = ... }.
+local function expand_listeners(cfg)
+  if type(cfg.listen) ~= "table" then return end
+  for k, v in pairs(cfg.listen) do
+    if type(v) == "string" then cfg.listen[k] = { address = v } end
+  end
+end
+
+local M = {}
+
+--- Sets the bundle's configuration (see lua/meta/chute.lua).
+function M.config(t)
+  if state.configured then where_error("chute.config: called twice", 2) end
+  if type(t) ~= "table" then where_error("chute.config: expected a table", 2) end
+  expand_listeners(t)
+  local e = validate("", schema, t)
+  if e then where_error("chute.config: " .. e, 2) end
+  state.config = t
+  state.configured = true
+end
+
+M.log = core.log
+M.version = core.version
+
+local hook_names = { route = true, on_request = true, on_dns = true }
+
+local proxy = setmetatable({}, {
+  __index = function(_, k)
+    if hook_names[k] then return state.hooks[k] end
+    return M[k]
+  end,
+  __newindex = function(_, k, v)
+    if not hook_names[k] then
+      where_error(string.format("chute.%s: unknown hook (hooks: on_dns, on_request, route)",
+        tostring(k)), 2)
+    end
+    if type(v) ~= "function" then
+      where_error(string.format("chute.%s: expected a function, got %s", k, type(v)), 2)
+    end
+    state.hooks[k] = v
+  end,
+  __metatable = false,
+})
+
+return proxy, state
