@@ -1,0 +1,62 @@
+---@meta chute
+-- LuaLS type stubs for the `chute` module: point your editor's Lua language
+-- server at this folder (workspace.library = { "<chute>/lua/meta" }) to get
+-- completion and type checks in bundles. Declarations only: never run.
+
+---@class chute
+local chute = {}
+
+---@alias chute.policy "DIRECT"|"REJECT"|string
+
+---@class chute.listener
+---@field address string  IP:PORT, e.g. "127.0.0.1:1080" or "[::1]:1080"
+---@field users? table<string, string>  name -> password; SOCKS5 RFC 1929 or HTTP Basic
+
+---@class chute.config.listen
+---@field socks? string|chute.listener  SOCKS5 listener (no root needed)
+---@field http? string|chute.listener   HTTP proxy listener: CONNECT and absolute-URI forwarding
+
+---@class chute.config.timeouts
+---@field connect? number  seconds to connect upstream, and to finish a proxy handshake (default 10)
+---@field idle? number     seconds without a byte before a flow is closed (default 300)
+
+---@class chute.config
+---@field log_level? "error"|"warn"|"info"|"debug"  default "info"; `chute run --log-level` wins
+---@field fallback? chute.policy  policy when route() fails, overruns or names no known policy (default "DIRECT")
+---@field listen? chute.config.listen
+---@field timeouts? chute.config.timeouts
+---@field budget? integer  Lua instructions per route() call (default 100000, at least 1000)
+---@field lua_memory_mb? integer  memory cap of the script state (default 64)
+
+--- Sets the bundle's configuration. Call it once, from main.lua; an unknown
+--- key or a wrong type stops the bundle from loading with file:line.
+---@param t chute.config
+function chute.config(t) end
+
+---@class chute.flow
+---@field id integer                   the flow's number in logs
+---@field network "tcp"|"udp"
+---@field inbound "socks"|"http"|"tun"
+---@field src_ip string                the client's address
+---@field src_port integer
+---@field dst_ip string?               the destination when it is an IP literal
+---@field dst_port integer
+---@field host string?                 the destination name when the client gave one
+
+--- Called once per new flow; returns the policy the flow takes. Returning
+--- nil gives the fallback. Runs under the instruction budget; an error or an
+--- overrun is logged with file:line and the flow gets the fallback.
+--- The flow is valid only during the call: copy fields you want to keep.
+---@type fun(flow: chute.flow): chute.policy?
+chute.route = nil
+
+--- Writes a line to chute's log, prefixed with the caller's file:line.
+---@param level "error"|"warn"|"info"|"debug"
+---@param msg string
+function chute.log(level, msg) end
+
+--- chute's version, e.g. "0.1.0".
+---@type string
+chute.version = ""
+
+return chute
