@@ -17,6 +17,17 @@ local function check_type(path, v, want)
   end
 end
 
+-- A list of "IP/PREFIX" strings.
+local function cidr_list(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  if n ~= #t then return "expected a list of \"IP/PREFIX\" strings" end
+  for i, v in ipairs(t) do
+    local e = type(v) ~= "string" and "expected a string" or core.check_cidr(v)
+    if e then return string.format("[%d]: %s", i, e) end
+  end
+end
+
 -- Schema: key -> type, or a nested schema table; `check` refines a value.
 local listener = {
   address = { type = "string", check = core.check_address },
@@ -45,6 +56,29 @@ local schema = {
   timeouts = { fields = {
     connect = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
     idle = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
+    udp = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
+  } },
+  tun = { fields = {
+    name = { type = "string", check = function(v)
+      if #v == 0 or #v > 15 then return "interface names are 1..15 bytes" end
+    end },
+    address = { type = "table", check = function(t) return cidr_list(t) end },
+    mtu = { type = "integer", check = function(v)
+      if v < 1280 or v > 65535 then return "must be 1280..65535" end
+    end },
+    batch = { type = "integer", check = function(v)
+      if v < 1 or v > 256 then return "must be 1..256" end
+    end },
+    auto_route = { type = "boolean" },
+    exclude = { type = "table", check = function(t) return cidr_list(t) end },
+  } },
+  outbound = { fields = {
+    interface = { type = "string", check = function(v)
+      if #v == 0 or #v > 15 then return "interface names are 1..15 bytes" end
+    end },
+    fwmark = { type = "integer", check = function(v)
+      if v < 1 or v > 0xffffffff then return "must be 1..0xffffffff" end
+    end },
   } },
   budget = { type = "integer", check = function(v)
     if v < 1000 then return "must be at least 1000 instructions" end
@@ -86,10 +120,17 @@ local function validate(path, fields, t)
 end
 
 -- listen = { socks = "127.0.0.1:1080" } is shorthand for { address = ... }.
-local function expand_listeners(cfg)
-  if type(cfg.listen) ~= "table" then return end
-  for k, v in pairs(cfg.listen) do
-    if type(v) == "string" then cfg.listen[k] = { address = v } end
+-- tun.address and tun.exclude may be one string for a one-entry list.
+local function expand_shorthands(cfg)
+  if type(cfg.listen) == "table" then
+    for k, v in pairs(cfg.listen) do
+      if type(v) == "string" then cfg.listen[k] = { address = v } end
+    end
+  end
+  if type(cfg.tun) == "table" then
+    for _, k in ipairs { "address", "exclude" } do
+      if type(cfg.tun[k]) == "string" then cfg.tun[k] = { cfg.tun[k] } end
+    end
   end
 end
 
@@ -99,7 +140,7 @@ local M = {}
 function M.config(t)
   if state.configured then where_error("chute.config: called twice", 2) end
   if type(t) ~= "table" then where_error("chute.config: expected a table", 2) end
-  expand_listeners(t)
+  expand_shorthands(t)
   local e = validate("", schema, t)
   if e then where_error("chute.config: " .. e, 2) end
   state.config = t

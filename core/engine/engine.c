@@ -5,6 +5,9 @@
 
 #include "chute/chute.h"
 #include "dns/dns.h"
+#include "flow/udp.h"
+#include "netstack/netstack.h"
+#include "tun/tun.h"
 #include "engine/engine.h"
 #include "engine/log.h"
 #include "flow/flow.h"
@@ -58,6 +61,54 @@ engine_stats_publish(struct engine *e)
     atomic_store_explicit(&e->_pub[PUB_VERSION], e->rule_version, memory_order_relaxed);
 }
 
+void
+engine_route(struct engine *e, struct flow *f)
+{
+    script_route(e->script, f);
+}
+
+void
+engine_stats_log(struct engine *e)
+{
+    struct flow_table_stats fs;
+    struct script_stats ss;
+    flow_table_stats(e->flows, &fs);
+    script_stats(e->script, &ss);
+    LOG_INFO("stats flows_active=%llu flows_total=%llu bytes_up=%llu bytes_down=%llu "
+             "route_calls=%llu route_errors=%llu rule_version=%u lua_bytes=%zu",
+             (unsigned long long)fs.active, (unsigned long long)fs.total,
+             (unsigned long long)fs.bytes_up, (unsigned long long)fs.bytes_down,
+             (unsigned long long)(e->route_calls_before + ss.route_calls),
+             (unsigned long long)(e->route_errors_before + ss.route_errors), e->rule_version,
+             ss.lua_bytes);
+    if (e->tun == NULL)
+        return;
+    struct tun_stats ts;
+    struct netstack_stats ns;
+    struct flow_udp_stats us;
+    tun_stats(e->tun, &ts);
+    netstack_stats(&ns);
+    flow_udp_stats(e->udp, &us);
+    LOG_INFO("stats tun pkts_in=%llu pkts_out=%llu batches=%llu batch_mean=%.1f wq_drops=%llu "
+             "drops=%llu/%llu/%llu/%llu/%llu/%llu icmp_echo=%llu fast_path=%llu tcp_active=%llu "
+             "tcp_total=%llu syn_dups=%llu rst_sent=%llu heap_used=%llu heap_max=%llu "
+             "heap_errors=%llu rx_drops=%llu mem_pauses=%llu listeners=%llu udp_active=%llu "
+             "udp_total=%llu udp_dropped=%llu",
+             (unsigned long long)ts.pkts_in, (unsigned long long)ts.pkts_out,
+             (unsigned long long)ts.batches, ts.batches ? (double)ts.pkts_in / ts.batches : 0.0,
+             (unsigned long long)ts.wq_drops, (unsigned long long)e->dp.drops[1],
+             (unsigned long long)e->dp.drops[2], (unsigned long long)e->dp.drops[3],
+             (unsigned long long)e->dp.drops[4], (unsigned long long)e->dp.drops[5],
+             (unsigned long long)e->dp.drops[6], (unsigned long long)e->dp.icmp_echo,
+             (unsigned long long)ns.fast_path, (unsigned long long)ns.conns_active,
+             (unsigned long long)ns.conns_total, (unsigned long long)ns.syn_dups,
+             (unsigned long long)ns.rst_sent, (unsigned long long)ns.heap_used,
+             (unsigned long long)ns.heap_max, (unsigned long long)ns.heap_errors,
+             (unsigned long long)ns.rx_drops, (unsigned long long)ns.mem_pauses,
+             (unsigned long long)ns.listeners, (unsigned long long)us.active,
+             (unsigned long long)us.total, (unsigned long long)us.dropped);
+}
+
 int
 engine_load(struct engine *e, const char *dir, const char *src, char *err, size_t errlen)
 {
@@ -75,6 +126,9 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     e->script = s;
     e->rule_version++;
     script_free(old);
+    const struct script_config *cfg = script_config(s);
+    snprintf(e->out.interface, sizeof(e->out.interface), "%s", cfg->out_interface);
+    e->out.fwmark = cfg->out_fwmark;
     return 0;
 }
 
@@ -168,6 +222,7 @@ on_stop(struct ev_loop *loop, ev_async *w, int revents)
     inbound_close(e->socks);
     inbound_close(e->http);
     e->socks = e->http = NULL;
+    engine_tun_stop(e);
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -177,6 +232,8 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
     struct engine *e = w->data;
     if (w->signum == SIGHUP)
         engine_reload(e);
+    else if (w->signum == SIGUSR1)
+        engine_stats_log(e);
     else
         on_stop(loop, &e->_stop, 0);
 }
@@ -207,8 +264,9 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         return CHUTE_ERR_INVALID;
     }
     const struct script_config *cfg = script_config(e->script);
-    if (!cfg->socks.enabled && !cfg->http.enabled) {
-        snprintf(err, errlen, "the bundle opens no listener (chute.config { listen = ... })");
+    if (!cfg->socks.enabled && !cfg->http.enabled && !cfg->tun.enabled) {
+        snprintf(err, errlen, "the bundle takes no traffic: give chute.config a listen = {...} "
+                              "or a tun = {...}");
         return CHUTE_ERR_INVALID;
     }
     /* splice(2) to a closed socket raises SIGPIPE; EPIPE is handled. */
@@ -222,6 +280,12 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         e->socks = NULL;
         return CHUTE_ERR_SYSTEM;
     }
+    if (engine_tun_start(e, err, errlen) != 0) {
+        inbound_close(e->socks);
+        inbound_close(e->http);
+        e->socks = e->http = NULL;
+        return CHUTE_ERR_SYSTEM;
+    }
     ev_async_init(&e->_stop, on_stop);
     ev_async_start(e->loop, &e->_stop);
     ev_async_init(&e->_reload, on_reload);
@@ -232,10 +296,12 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         ev_signal_init(&e->_sigint, on_signal, SIGINT);
         ev_signal_init(&e->_sigterm, on_signal, SIGTERM);
         ev_signal_init(&e->_sighup, on_signal, SIGHUP);
-        e->_sigint.data = e->_sigterm.data = e->_sighup.data = e;
+        ev_signal_init(&e->_sigusr1, on_signal, SIGUSR1);
+        e->_sigint.data = e->_sigterm.data = e->_sighup.data = e->_sigusr1.data = e;
         ev_signal_start(e->loop, &e->_sigint);
         ev_signal_start(e->loop, &e->_sigterm);
         ev_signal_start(e->loop, &e->_sighup);
+        ev_signal_start(e->loop, &e->_sigusr1);
     }
     e->_running = 1;
     if (atomic_load(&e->_stop_requested))
@@ -250,8 +316,10 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         ev_signal_stop(e->loop, &e->_sigint);
         ev_signal_stop(e->loop, &e->_sigterm);
         ev_signal_stop(e->loop, &e->_sighup);
+        ev_signal_stop(e->loop, &e->_sigusr1);
     }
     engine_stats_publish(e);
+    engine_stats_log(e);
     LOG_INFO("stopped");
     return 0;
 }
@@ -290,6 +358,7 @@ chute_engine_free(chute_engine *ce)
     if (ce == NULL)
         return;
     struct engine *e = &ce->e;
+    engine_tun_stop(e);
     inbound_close(e->socks);
     inbound_close(e->http);
     dns_resolver_free(e->dns);

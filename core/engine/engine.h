@@ -15,6 +15,15 @@ struct script;
 struct flow_table;
 struct dns_resolver;
 struct inbound_listener;
+struct tun;
+struct flow_udp_table;
+
+/* Packets the TUN path dropped or answered itself. */
+struct engine_dp_stats {
+    uint64_t drops[8];  /* by -enum ip_err: truncated, version, length, fragment, proto, l4 */
+    uint64_t icmp_echo; /* echo requests answered locally */
+    uint64_t icmp_other;/* other ICMP: dropped */
+};
 
 struct engine {
     struct ev_loop *loop;
@@ -25,19 +34,37 @@ struct engine {
     struct dns_resolver *dns;
     struct outbound_env out;
     struct inbound_listener *socks, *http;
+    struct tun *tun;             /* NULL unless the bundle has tun = {...} */
+    struct flow_udp_table *udp;
+    struct engine_dp_stats dp;
     uint32_t rule_version;   /* bumped by every reload */
     uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
-    ev_signal _sigint, _sigterm, _sighup;
+    ev_signal _sigint, _sigterm, _sighup, _sigusr1;
     ev_async _stop, _reload;
+    ev_io _tun_io;
+    ev_prepare _flush;
+    ev_timer _lwip;
     atomic_int _stop_requested;
     int _running;
     /* Published for other threads by engine_stats_publish(). */
     _Atomic uint64_t _pub[16];
 };
 
+/* Decides a new flow's policy: the decision cache, else the script's
+ * route(); stores the policy and the deciding rule in |f|. */
+void engine_route(struct engine *e, struct flow *f);
+
 /* Loads a bundle into a new script and makes it current; on failure the old
  * one stays and |err| says why (file:line). */
 int engine_load(struct engine *e, const char *dir, const char *src, char *err, size_t errlen);
+/* datapath.c: opens the TUN path of the current bundle (tun = {...}), or
+ * does nothing when it has none. Returns -1 with |err| filled. */
+int engine_tun_start(struct engine *e, char *err, size_t errlen);
+void engine_tun_stop(struct engine *e);
+
+/* Logs one line with every counter (SIGUSR1, and at exit). */
+void engine_stats_log(struct engine *e);
+
 /* Reloads the bundle from where it came; logs the outcome. */
 void engine_reload(struct engine *e);
 /* Copies the loop's counters where chute_engine_stats() reads them. */

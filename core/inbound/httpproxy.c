@@ -377,7 +377,7 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
     c->flow.dst = dst;
     flow_table_add(e->flows, &c->flow, ev_now(e->loop));
     c->flow_added = 1;
-    script_route(e->script, &c->flow);
+    engine_route(e, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT) {
         fail(c, 403, "Forbidden", NULL);
         return -1;

@@ -198,7 +198,7 @@ advance(struct conn *c)
             ev_io_stop(e->loop, &c->io);
             flow_table_add(e->flows, &c->flow, ev_now(e->loop));
             c->flow_added = 1;
-            script_route(e->script, &c->flow);
+            engine_route(e, &c->flow);
             if (c->flow.policy == FLOW_POLICY_REJECT) {
                 fail(c, SOCKS5_REP_NOT_ALLOWED, "rejected");
                 return -1;

@@ -36,6 +36,8 @@
 #define LWIP_SINGLE_NETIF 0
 #define LWIP_HAVE_LOOPIF 0
 #define LWIP_NETIF_LOOPBACK 0
+#define LWIP_IPV6_SCOPES 0
+#define SO_REUSE 1
 
 /* Packet data lives in one bounded heap; pcbs, segments and ROM/REF pbufs in
  * fixed pools beside it (MEMP_MEM_MALLOC=1 would put them in the first-fit
@@ -45,35 +47,44 @@
 #define MEM_ALIGNMENT 8
 #define MEM_SIZE (16 * 1024 * 1024)
 #define MEMP_NUM_TCP_PCB 8192
-#define MEMP_NUM_TCP_PCB_LISTEN 1024
+#define MEMP_NUM_TCP_PCB_LISTEN 16384 /* one ANY listener per destination port in use */
 #define MEMP_NUM_TCP_SEG 65535
 #define MEMP_NUM_PBUF 65535
 #define PBUF_POOL_SIZE 64
 
-/* Windows and MSS follow the TUN MTU; CHUTE_TUN_MTU is a build option. */
-#ifndef CHUTE_TUN_MTU
-#define CHUTE_TUN_MTU 1500
+/* The MSS follows the TUN MTU at run time: lwIP advertises and sends
+ * min(TCP_MSS, netif MTU - 40) with TCP_CALCULATE_EFF_SEND_MSS, so TCP_MSS
+ * is the largest any MTU allows. The window is a build option
+ * (-DCHUTE_LWIP_WND=...): lwIP checks it with #if, so it cannot follow the
+ * MTU at run time. 64 KiB suits MTU 1500 (lwIP 2.1.3 walks its whole send
+ * queue per write, and a 1 MiB queue of 1460-byte segments is slow); 1 MiB
+ * pays at MTU 9000 and above (shared/notes/lwip.md §6.2). */
+#define TCP_MSS 65495
+#define TCP_CALCULATE_EFF_SEND_MSS 1
+#ifndef CHUTE_LWIP_WND
+#define CHUTE_LWIP_WND (64 * 1024)
 #endif
-#define TCP_MSS (CHUTE_TUN_MTU - 40)
-#if CHUTE_TUN_MTU > 1500
-#define TCP_WND (1024 * 1024)
+#define TCP_WND CHUTE_LWIP_WND
+#if CHUTE_LWIP_WND > (0xFFFF << 2)
 #define TCP_RCV_SCALE 6
 #else
-#define TCP_WND (64 * 1024)
 #define TCP_RCV_SCALE 2
 #endif
 #define LWIP_WND_SCALE 1
 #define TCP_SND_BUF TCP_WND
-#define TCP_SND_QUEUELEN (4 * (TCP_SND_BUF / TCP_MSS) + 8)
-#define TCP_SNDLOWAT (2 * TCP_MSS + 1)
+/* Segments per connection, sized for the smallest MSS that fills the buffer
+ * (IPv6 minimum MTU: 1220). */
+#define TCP_SND_QUEUELEN (4 * (TCP_SND_BUF / 1220) + 8)
+#define TCP_SNDLOWAT 1 /* only the socket API reads it */
+#define TCP_SNDQUEUELOWAT 8
 #define TCP_OVERSIZE TCP_MSS
 #define TCP_QUEUE_OOSEQ 1
+/* The sanity checks assume one fixed MSS; ours follows the MTU. */
+#define LWIP_DISABLE_TCP_SANITY_CHECKS 1
+/* A closed connection's TIME_WAIT lasts 2 * TCP_MSL: keep pcbs turning over. */
+#define TCP_MSL 10000UL
 #define LWIP_TCP_TIMESTAMPS 0
 #define TCP_LISTEN_BACKLOG 0
-#define TCP_CALCULATE_EFF_SEND_MSS 1
-#if TCP_MSS * 4 > 0xFFFF
-#define LWIP_DISABLE_TCP_SANITY_CHECKS 1
-#endif
 
 /* The local kernel built every packet read from the TUN. */
 #define CHECKSUM_CHECK_IP 0

@@ -20,6 +20,7 @@ struct attempt {
 
 struct outbound_connect {
     struct ev_loop *loop;
+    const struct outbound_env *env;
     outbound_connect_cb cb;
     void *arg;
     struct dns_query *query;
@@ -41,6 +42,18 @@ outbound_close_reset(int fd)
     struct linger lg = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     close(fd);
+}
+
+/* Applies the env's interface and mark to a new upstream socket. */
+static int
+prepare_socket(const struct outbound_env *env, int fd)
+{
+    if (env->interface[0] != '\0' &&
+        setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, env->interface, strlen(env->interface)) != 0)
+        return -errno;
+    if (env->fwmark != 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &env->fwmark, sizeof(env->fwmark)) != 0)
+        return -errno;
+    return 0;
 }
 
 static void
@@ -121,8 +134,15 @@ start_next(struct outbound_connect *c)
             c->why = strerror(errno);
             continue;
         }
-        int one = 1;
+        int one = 1, rc;
         setsockopt(a->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if ((rc = prepare_socket(c->env, a->fd)) != 0) {
+            c->last_err = -rc;
+            c->why = strerror(-rc);
+            close(a->fd);
+            a->fd = -1;
+            continue;
+        }
         if (connect(a->fd, (const struct sockaddr *)ss, len) != 0 && errno != EINPROGRESS) {
             c->last_err = errno;
             c->why = strerror(errno);
@@ -191,6 +211,7 @@ outbound_direct_connect(const struct outbound_env *env, const struct flow_addr *
     if (c == NULL)
         return NULL;
     c->loop = env->loop;
+    c->env = env;
     c->cb = cb;
     c->arg = arg;
     for (size_t i = 0; i < DNS_MAX_ADDRS; i++)
@@ -235,4 +256,37 @@ outbound_connect_cancel(struct outbound_connect *c)
 {
     stop_all(c);
     free(c);
+}
+
+int
+outbound_direct_udp(const struct outbound_env *env, const struct flow_addr *dst)
+{
+    struct sockaddr_storage ss = {0};
+    socklen_t len;
+    if (dst->kind == FLOW_ADDR_IP4) {
+        struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+        s->sin_family = AF_INET;
+        s->sin_port = htons(dst->port);
+        memcpy(&s->sin_addr, dst->ip, 4);
+        len = sizeof(*s);
+    } else if (dst->kind == FLOW_ADDR_IP6) {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+        s->sin6_family = AF_INET6;
+        s->sin6_port = htons(dst->port);
+        memcpy(&s->sin6_addr, dst->ip, 16);
+        len = sizeof(*s);
+    } else {
+        return -EINVAL;
+    }
+    int fd = socket(ss.ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int rc = prepare_socket(env, fd);
+    if (rc == 0 && connect(fd, (struct sockaddr *)&ss, len) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
 }

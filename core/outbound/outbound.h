@@ -14,6 +14,11 @@ struct dns_resolver;
 struct outbound_env {
     struct ev_loop *loop;
     struct dns_resolver *dns;
+    /* How upstream sockets leave the machine without looping back into the
+     * TUN: bound to an interface (SO_BINDTODEVICE) and/or marked for a
+     * policy-routing rule (SO_MARK). "" / 0 for neither. */
+    char interface[16];
+    uint32_t fwmark;
 };
 
 struct outbound_connect;
@@ -30,6 +35,10 @@ struct outbound_connect *outbound_direct_connect(const struct outbound_env *env,
                                                  outbound_connect_cb cb, void *arg);
 /* Stops the attempt and frees it; the callback is not called. */
 void outbound_connect_cancel(struct outbound_connect *c);
+
+/* A non-blocking UDP socket connected to |dst| (an IP), with the
+ * interface and mark applied. Returns the fd or a negative errno. */
+int outbound_direct_udp(const struct outbound_env *env, const struct flow_addr *dst);
 
 /* A close that the peer sees as a reset (RST), not a FIN. */
 void outbound_close_reset(int fd);

@@ -16,6 +16,7 @@ hook(lua_State *L, lua_Debug *ar)
             return;
         s->tripped = 1;
         lua_sethook(L, hook, LUA_MASKCOUNT, 1);
+        lua_sethook(s->L, hook, LUA_MASKCOUNT, 1); /* so coroutine.resume cannot swallow it */
     }
     /* Level 0 in a hook is the running Lua function: its line is the culprit. */
     luaL_where(L, 0);

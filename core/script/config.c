@@ -10,6 +10,9 @@
 #define DEFAULT_CONNECT_TIMEOUT 10.0
 #define DEFAULT_IDLE_TIMEOUT 300.0
 #define DEFAULT_BUDGET 100000u
+#define DEFAULT_UDP_TIMEOUT 60.0
+/* With auto_route, upstream sockets need a mark to skip the TUN's table. */
+#define DEFAULT_AUTO_ROUTE_FWMARK 0x2022
 #define DEFAULT_LUA_MEMORY_MB 64
 
 int
@@ -20,7 +23,7 @@ script_check_address(const char *text, struct sockaddr_storage *ss, socklen_t *l
         return -1;
     char *end;
     long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || colon[1] == '\0' || port < 0 || port > 65535)
+    if (*end != '\0' || colon[1] < '0' || colon[1] > '9' || port < 0 || port > 65535)
         return -1;
     char host[64];
     const char *h = text;
@@ -44,7 +47,7 @@ script_check_address(const char *text, struct sockaddr_storage *ss, socklen_t *l
         *len = sizeof(*s4);
         return 0;
     }
-    if (inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
+    if (text[0] == '[' && inet_pton(AF_INET6, host, &s6->sin6_addr) == 1) {
         s6->sin6_family = AF_INET6;
         s6->sin6_port = htons((uint16_t)port);
         *len = sizeof(*s6);
@@ -62,6 +65,80 @@ opt_number(lua_State *L, int t, const char *k, double def)
     lua_pop(L, 1);
     return v;
 }
+
+int
+script_parse_cidr(const char *text, struct script_cidr *out)
+{
+    char host[64];
+    const char *slash = strchr(text, '/');
+    size_t hl = slash ? (size_t)(slash - text) : strlen(text);
+    if (hl == 0 || hl >= sizeof(host))
+        return -1;
+    memcpy(host, text, hl);
+    host[hl] = '\0';
+    memset(out, 0, sizeof(*out));
+    if (inet_pton(AF_INET, host, out->addr) == 1)
+        out->family = AF_INET;
+    else if (inet_pton(AF_INET6, host, out->addr) == 1)
+        out->family = AF_INET6;
+    else
+        return -1;
+    long max = out->family == AF_INET ? 32 : 128, prefix = max;
+    if (slash != NULL) {
+        char *end;
+        prefix = strtol(slash + 1, &end, 10);
+        if (slash[1] == '\0' || *end != '\0' || prefix < 0 || prefix > max)
+            return -1;
+    }
+    out->prefix = (uint8_t)prefix;
+    return 0;
+}
+
+/* Reads a validated list of CIDR strings at the top of the stack. */
+static size_t
+read_cidrs(lua_State *L, struct script_cidr *out, size_t max)
+{
+    size_t n = 0;
+    for (lua_Integer i = 1; n < max && lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
+        script_parse_cidr(lua_tostring(L, -1), &out[n++]);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+static void
+read_tun(lua_State *L, int t, struct script_tun *tun)
+{
+    if (lua_getfield(L, t, "tun") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    int k = lua_gettop(L);
+    tun->enabled = 1;
+    snprintf(tun->name, sizeof(tun->name), "chute0");
+    tun->batch = 64;
+    if (lua_getfield(L, k, "name") == LUA_TSTRING)
+        snprintf(tun->name, sizeof(tun->name), "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    if (lua_getfield(L, k, "address") == LUA_TTABLE)
+        tun->num_addrs = read_cidrs(L, tun->addrs, SCRIPT_TUN_MAX_ADDRS);
+    else
+        lua_pop(L, 1);
+    if (lua_getfield(L, k, "exclude") == LUA_TTABLE) {
+        size_t n = lua_rawlen(L, -1);
+        tun->exclude = calloc(n ? n : 1, sizeof(*tun->exclude));
+        tun->num_exclude = tun->exclude ? read_cidrs(L, tun->exclude, n) : (lua_pop(L, 1), 0);
+    } else {
+        lua_pop(L, 1);
+    }
+    tun->mtu = (int)opt_number(L, k, "mtu", 0);
+    tun->batch = (int)opt_number(L, k, "batch", tun->batch);
+    lua_getfield(L, k, "auto_route");
+    tun->auto_route = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+}
+
 
 static int
 read_listener(lua_State *L, int listen, const char *k, struct script_listener *out, char *err,
@@ -111,6 +188,7 @@ script_config_read(struct script *s, char *err, size_t errlen)
     c->connect_timeout = DEFAULT_CONNECT_TIMEOUT;
     c->idle_timeout = DEFAULT_IDLE_TIMEOUT;
     c->budget = DEFAULT_BUDGET;
+    c->udp_timeout = DEFAULT_UDP_TIMEOUT;
     c->lua_memory = (size_t)DEFAULT_LUA_MEMORY_MB << 20;
 
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->state_ref);
@@ -134,10 +212,21 @@ script_config_read(struct script *s, char *err, size_t errlen)
     if (lua_getfield(L, t, "timeouts") == LUA_TTABLE) {
         c->connect_timeout = opt_number(L, -1, "connect", c->connect_timeout);
         c->idle_timeout = opt_number(L, -1, "idle", c->idle_timeout);
+        c->udp_timeout = opt_number(L, -1, "udp", c->udp_timeout);
     }
     lua_pop(L, 1);
     c->budget = (uint32_t)opt_number(L, t, "budget", c->budget);
     c->lua_memory = (size_t)opt_number(L, t, "lua_memory_mb", DEFAULT_LUA_MEMORY_MB) << 20;
+    read_tun(L, t, &c->tun);
+    if (lua_getfield(L, t, "outbound") == LUA_TTABLE) {
+        if (lua_getfield(L, -1, "interface") == LUA_TSTRING)
+            snprintf(c->out_interface, sizeof(c->out_interface), "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        c->out_fwmark = (uint32_t)opt_number(L, -1, "fwmark", 0);
+    }
+    lua_pop(L, 1);
+    if (c->tun.auto_route && c->out_fwmark == 0)
+        c->out_fwmark = DEFAULT_AUTO_ROUTE_FWMARK;
     if (lua_getfield(L, t, "listen") == LUA_TTABLE) {
         int l = lua_gettop(L);
         rc = read_listener(L, l, "socks", &c->socks, err, errlen);
@@ -161,6 +250,8 @@ free_listener(struct script_listener *l)
 void
 script_config_free(struct script_config *cfg)
 {
+    free(cfg->tun.exclude);
+    cfg->tun.exclude = NULL;
     free_listener(&cfg->socks);
     free_listener(&cfg->http);
 }

@@ -62,6 +62,7 @@ l_io_open(lua_State *L)
         return luaL_error(L, "io.open: mode '%s' not allowed (bundles are read-only)", mode);
     if (bundle_path(s, rel, path, sizeof(path)) != 0)
         return luaL_error(L, "io.open: '%s' is outside the bundle", rel);
+    lua_settop(L, 2); /* the results below start at 3 whatever the caller passed */
     lua_getfield(L, LUA_REGISTRYINDEX, "chute.io_open");
     lua_pushstring(L, path);
     lua_pushstring(L, mode);

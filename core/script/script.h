@@ -22,6 +22,27 @@ struct script_listener {
     char **users;       /* num_users pairs: users[2i] name, users[2i+1] password */
 };
 
+struct script_cidr {
+    int family;          /* AF_INET or AF_INET6 */
+    uint8_t addr[16];
+    uint8_t prefix;
+};
+
+#define SCRIPT_TUN_MAX_ADDRS 4
+
+/* tun = { ... }: capture a machine's traffic on a TUN device. */
+struct script_tun {
+    int enabled;
+    char name[16];
+    struct script_cidr addrs[SCRIPT_TUN_MAX_ADDRS];
+    size_t num_addrs;
+    int mtu;                  /* 0: leave the device's MTU */
+    int batch;                /* packets per read batch */
+    int auto_route;           /* route everything through the TUN (policy routing) */
+    struct script_cidr *exclude;
+    size_t num_exclude;
+};
+
 /* The bundle's configuration after chute.config(), with defaults applied.
  * Owned by the script; valid until script_free. */
 struct script_config {
@@ -30,6 +51,10 @@ struct script_config {
     struct script_listener socks, http;
     double connect_timeout; /* seconds */
     double idle_timeout;    /* seconds */
+    double udp_timeout;     /* seconds a UDP mapping lives without traffic */
+    struct script_tun tun;
+    char out_interface[16]; /* upstream sockets bind here (SO_BINDTODEVICE); "" none */
+    uint32_t out_fwmark;    /* upstream sockets carry this mark (SO_MARK); 0 none */
     uint32_t budget;        /* Lua instructions per route() call */
     size_t lua_memory;      /* bytes */
 };
@@ -57,5 +82,8 @@ void script_route(struct script *s, struct flow *f);
 
 /* True if |name| is a policy the engine knows ("DIRECT", "REJECT"). */
 int script_policy_lookup(const char *name);
+
+/* Parses "IP/PREFIX" (prefix optional: a host route). Returns 0 or -1. */
+int script_parse_cidr(const char *text, struct script_cidr *out);
 
 #endif

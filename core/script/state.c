@@ -70,7 +70,20 @@ l_check_address(lua_State *L)
     return 0;
 }
 
+static int
+l_check_cidr(lua_State *L)
+{
+    struct script_cidr c;
+    const char *text = luaL_checkstring(L, 1);
+    if (script_parse_cidr(text, &c) != 0) {
+        lua_pushfstring(L, "'%s' is not IP/PREFIX (\"198.18.0.1/30\", \"fd00::1/126\")", text);
+        return 1;
+    }
+    return 0;
+}
+
 static const luaL_Reg core_funcs[] = {
+    {"check_cidr", l_check_cidr},
     {"log", l_log},
     {"is_policy", l_is_policy},
     {"check_address", l_check_address},

@@ -1,0 +1,136 @@
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/log.h"
+#include "flow/udp.h"
+#include "ip/ip.h"
+#include "netstack/netstack.h"
+#include "script/script.h"
+#include "tun/tun.h"
+
+/* The TUN path (DESIGN.md "The data path"): on readable, drain a batch of
+ * packets, hand each to lwIP (TCP), the UDP NAT or the local ICMP echo,
+ * run lwIP's timers, then flush the write queue once. Packets queued by
+ * other events (upstream bytes, UDP replies) are flushed before the loop
+ * sleeps, by the prepare watcher. */
+
+static void
+echo(struct engine *e, const struct ip_view *v)
+{
+    size_t cap = v->pkt_len;
+    uint8_t *slot = tun_wq_reserve(e->tun, cap);
+    size_t len = slot ? ip_build_echo_reply(slot, cap, v) : 0;
+    if (len > 0) {
+        tun_wq_commit(e->tun, len);
+        e->dp.icmp_echo++;
+    } else {
+        e->dp.icmp_other++;
+    }
+}
+
+static void
+packet(struct engine *e, const uint8_t *p, size_t len)
+{
+    struct ip_view v;
+    int rc = ip_view_parse(&v, p, len);
+    if (rc != IP_OK) {
+        e->dp.drops[-rc]++;
+        return;
+    }
+    switch (v.proto) {
+    case IPPROTO_TCP:
+        netstack_tcp_input(&v);
+        break;
+    case IPPROTO_UDP:
+        flow_udp_input(e->udp, &v);
+        break;
+    default: /* ICMP, ICMPv6 */
+        if ((v.version == 4 && v.icmp_type == 8) || (v.version == 6 && v.icmp_type == 128))
+            echo(e, &v);
+        else
+            e->dp.icmp_other++;
+    }
+}
+
+static void
+on_tun(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct engine *e = w->data;
+    struct tun_batch b;
+    int n = tun_read_batch(e->tun, &b);
+    if (n < 0) {
+        LOG_ERROR("tun %s: read failed; stopping the TUN path", tun_name(e->tun));
+        ev_io_stop(loop, w);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        packet(e, b.data[i], b.len[i]);
+    netstack_poll();
+    tun_wq_flush(e->tun);
+}
+
+static void
+on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    struct engine *e = w->data;
+    if (tun_wq_pending(e->tun) > 0)
+        tun_wq_flush(e->tun);
+}
+
+static void
+on_lwip_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct engine *e = w->data;
+    double next = netstack_poll();
+    w->repeat = next < 0.01 ? 0.01 : next > 0.25 ? 0.25 : next;
+    ev_timer_again(loop, w);
+    if (tun_wq_pending(e->tun) > 0)
+        tun_wq_flush(e->tun);
+}
+
+int
+engine_tun_start(struct engine *e, char *err, size_t errlen)
+{
+    const struct script_config *cfg = script_config(e->script);
+    if (!cfg->tun.enabled)
+        return 0;
+    e->tun = tun_open(&cfg->tun, cfg->out_fwmark, err, errlen);
+    if (e->tun == NULL)
+        return -1;
+    if (netstack_init(e, e->tun, tun_mtu(e->tun), err, errlen) != 0 ||
+        (e->udp = flow_udp_new(e)) == NULL) {
+        if (e->udp == NULL && err[0] == '\0')
+            snprintf(err, errlen, "out of memory");
+        engine_tun_stop(e);
+        return -1;
+    }
+    ev_io_init(&e->_tun_io, on_tun, tun_fd(e->tun), EV_READ);
+    e->_tun_io.data = e;
+    ev_io_start(e->loop, &e->_tun_io);
+    ev_prepare_init(&e->_flush, on_prepare);
+    e->_flush.data = e;
+    ev_prepare_start(e->loop, &e->_flush);
+    ev_init(&e->_lwip, on_lwip_timer);
+    e->_lwip.repeat = 0.25;
+    e->_lwip.data = e;
+    ev_timer_again(e->loop, &e->_lwip);
+    return 0;
+}
+
+void
+engine_tun_stop(struct engine *e)
+{
+    if (e->tun == NULL)
+        return;
+    ev_io_stop(e->loop, &e->_tun_io);
+    ev_prepare_stop(e->loop, &e->_flush);
+    ev_timer_stop(e->loop, &e->_lwip);
+    flow_udp_free(e->udp);
+    e->udp = NULL;
+    netstack_fini();
+    tun_wq_flush(e->tun); /* the RSTs of aborted connections */
+    tun_close(e->tun);
+    e->tun = NULL;
+}

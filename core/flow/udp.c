@@ -1,0 +1,226 @@
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "engine/log.h"
+#include "flow/flow.h"
+#include "flow/hash.h"
+#include "flow/udp.h"
+#include "ip/ip.h"
+#include "script/script.h"
+#include "tun/tun.h"
+
+/* Replies read per wake-up before other work gets a turn. */
+#define READ_BURST 64
+
+struct entry {
+    struct flow_node node; /* first: the table's node is the entry */
+    struct flow flow;
+    struct flow_udp_table *t;
+    int fd;
+    ev_io rd;
+    ev_timer idle;
+    double last;
+    struct entry *prev, *next;
+};
+
+struct flow_udp_table {
+    struct engine *e;
+    struct flow_hash *h;
+    struct entry all; /* sentinel */
+    struct flow_udp_stats st;
+    uint8_t buf[65536];
+};
+
+#define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+static void
+entry_free(struct entry *x, const char *reason)
+{
+    struct flow_udp_table *t = x->t;
+    struct ev_loop *loop = t->e->loop;
+    ev_io_stop(loop, &x->rd);
+    ev_timer_stop(loop, &x->idle);
+    if (x->fd >= 0)
+        close(x->fd);
+    flow_hash_remove(t->h, &x->node);
+    flow_table_remove(t->e->flows, &x->flow, ev_now(loop), reason);
+    x->prev->next = x->next;
+    x->next->prev = x->prev;
+    t->st.active--;
+    free(x);
+}
+
+/* Upstream replies become IP packets from the original destination back to
+ * the client's port, queued for the next write-queue flush. */
+static void
+on_reply(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct entry *x = w->data;
+    struct flow_udp_table *t = x->t;
+    struct tun *tun = t->e->tun;
+    const struct flow_key *k = &x->node.key;
+    size_t hdr = k->version == 4 ? 28 : 48;
+    for (int i = 0; i < READ_BURST; i++) {
+        ssize_t n = recv(x->fd, t->buf, sizeof(t->buf), 0);
+        if (n < 0)
+            break; /* EAGAIN, or an ICMP error reported on the socket */
+        x->last = ev_now(loop);
+        uint8_t *slot = tun_wq_reserve(tun, hdr + (size_t)n);
+        size_t len = slot ? ip_build_udp(slot, hdr + (size_t)n, k->version, k->dst, k->dport,
+                                         k->src, k->sport, t->buf, (size_t)n)
+                          : 0;
+        if (len == 0) {
+            t->st.dropped++; /* larger than the TUN's MTU */
+            continue;
+        }
+        tun_wq_commit(tun, len);
+        x->flow.bytes_down += (uint64_t)n;
+    }
+}
+
+static void
+on_idle(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct entry *x = w->data;
+    double left = x->last + script_config(x->t->e->script)->udp_timeout - ev_now(loop);
+    if (left <= 0) {
+        entry_free(x, "idle");
+        return;
+    }
+    w->repeat = left;
+    ev_timer_again(loop, w);
+}
+
+static struct entry *
+entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_key *k,
+          uint32_t hash)
+{
+    struct engine *e = t->e;
+    struct entry *x = calloc(1, sizeof(*x));
+    if (x == NULL)
+        return NULL;
+    x->t = t;
+    x->fd = -1;
+    x->node.key = *k;
+    x->flow.network = FLOW_UDP;
+    x->flow.inbound = FLOW_IN_TUN;
+    if (v->version == 4) {
+        struct sockaddr_in *s = (struct sockaddr_in *)&x->flow.src;
+        s->sin_family = AF_INET;
+        s->sin_port = htons(v->sport);
+        memcpy(&s->sin_addr, v->src, 4);
+        x->flow.dst.kind = FLOW_ADDR_IP4;
+    } else {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&x->flow.src;
+        s->sin6_family = AF_INET6;
+        s->sin6_port = htons(v->sport);
+        memcpy(&s->sin6_addr, v->src, 16);
+        x->flow.dst.kind = FLOW_ADDR_IP6;
+    }
+    x->flow.dst.port = v->dport;
+    memcpy(x->flow.dst.ip, v->dst, 16);
+    flow_hash_insert(t->h, &x->node, hash);
+    x->next = &t->all;
+    x->prev = t->all.prev;
+    t->all.prev->next = x;
+    t->all.prev = x;
+    t->st.active++;
+    t->st.total++;
+    x->last = ev_now(e->loop);
+    flow_table_add(e->flows, &x->flow, x->last);
+    ev_init(&x->idle, on_idle);
+    x->idle.data = x;
+    x->idle.repeat = script_config(e->script)->udp_timeout;
+    ev_timer_again(e->loop, &x->idle);
+
+    engine_route(e, &x->flow);
+    if (x->flow.policy == FLOW_POLICY_REJECT)
+        return x; /* kept, so the rest of its datagrams are refused at once */
+    x->fd = outbound_direct_udp(&e->out, &x->flow.dst);
+    if (x->fd < 0) {
+        char dst[300];
+        flow_addr_format(&x->flow.dst, dst, sizeof(dst));
+        LOG_INFO("flow %llu: udp %s: %s", (unsigned long long)x->flow.id, dst, strerror(-x->fd));
+        x->fd = -1;
+        return x;
+    }
+    ev_io_init(&x->rd, on_reply, x->fd, EV_READ);
+    x->rd.data = x;
+    ev_io_start(e->loop, &x->rd);
+    return x;
+}
+
+static void
+refuse(struct flow_udp_table *t, const struct ip_view *v)
+{
+    size_t cap = v->version == 4 ? 576 : 1280;
+    uint8_t *slot = tun_wq_reserve(t->e->tun, cap);
+    size_t len = slot ? ip_build_unreach(slot, cap, v, 3, 4) : 0; /* port unreachable */
+    if (len > 0)
+        tun_wq_commit(t->e->tun, len);
+    t->st.rejected++;
+}
+
+void
+flow_udp_input(struct flow_udp_table *t, const struct ip_view *v)
+{
+    struct flow_key k = {.proto = IPPROTO_UDP, .version = v->version, .sport = v->sport,
+                         .dport = v->dport};
+    memcpy(k.src, v->src, 16);
+    memcpy(k.dst, v->dst, 16);
+    uint32_t hash = flow_hash_key(t->h, &k);
+    struct entry *x = (struct entry *)flow_hash_lookup(t->h, &k, hash);
+    if (x == NULL && (x = entry_new(t, v, &k, hash)) == NULL) {
+        t->st.dropped++;
+        return;
+    }
+    if (x->fd < 0) {
+        refuse(t, v);
+        return;
+    }
+    ssize_t n = send(x->fd, v->payload, v->payload_len, 0);
+    if (n < 0) {
+        t->st.dropped++; /* EAGAIN or an ICMP error on the socket: UDP may lose */
+        return;
+    }
+    x->last = ev_now(t->e->loop);
+    x->flow.bytes_up += (uint64_t)n;
+}
+
+struct flow_udp_table *
+flow_udp_new(struct engine *e)
+{
+    struct flow_udp_table *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->h = flow_hash_new();
+    if (t->h == NULL) {
+        free(t);
+        return NULL;
+    }
+    t->e = e;
+    t->all.prev = t->all.next = &t->all;
+    return t;
+}
+
+void
+flow_udp_free(struct flow_udp_table *t)
+{
+    if (t == NULL)
+        return;
+    while (t->all.next != &t->all)
+        entry_free(t->all.next, "shutdown");
+    flow_hash_free(t->h);
+    free(t);
+}
+
+void
+flow_udp_stats(const struct flow_udp_table *t, struct flow_udp_stats *out)
+{
+    *out = t->st;
+}

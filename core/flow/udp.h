@@ -1,0 +1,29 @@
+#ifndef CHUTE_FLOW_UDP_H
+#define CHUTE_FLOW_UDP_H
+
+/* UDP over the TUN: UDP never enters lwIP. The first datagram of a 5-tuple
+ * makes a NAT entry (routed once by the script); its datagrams go out on a
+ * connected upstream socket, replies are built back into IP packets and
+ * queued to the TUN, and an entry without traffic for the UDP timeout
+ * expires. */
+
+#include <stdint.h>
+
+struct engine;
+struct ip_view;
+struct flow_udp_table;
+
+struct flow_udp_stats {
+    uint64_t active, total;
+    uint64_t dropped;   /* datagrams not sent: socket full, reply too big */
+    uint64_t rejected;  /* answered with ICMP unreachable */
+};
+
+struct flow_udp_table *flow_udp_new(struct engine *e);
+/* Closes every entry and frees the table. */
+void flow_udp_free(struct flow_udp_table *t);
+
+void flow_udp_input(struct flow_udp_table *t, const struct ip_view *v);
+void flow_udp_stats(const struct flow_udp_table *t, struct flow_udp_stats *out);
+
+#endif

@@ -1,0 +1,509 @@
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "lwip/stats.h"
+
+#include "engine/engine.h"
+#include "engine/log.h"
+#include "flow/flow.h"
+#include "ip/ip.h"
+#include "netstack/netstack_int.h"
+#include "outbound/outbound.h"
+#include "script/script.h"
+
+/* One TUN TCP flow: the client's connection terminated in lwIP, relayed to
+ * an upstream socket.
+ *
+ * The SYN is held until the upstream connects, then handed to lwIP, so a
+ * refused or unreachable destination answers the client with a RST, as
+ * sing-box and Surge do, and a connection lwIP accepts always has its
+ * upstream.
+ *
+ * Back-pressure: client bytes leave lwIP's window (tcp_recved) only as the
+ * upstream socket accepts them; upstream reads stop while lwIP's send
+ * buffer is full and go on from the sent callback. Above the heap cap every
+ * connection stops reading upstream and holds back window updates until the
+ * heap drains (netstack_poll resumes them). */
+
+enum cstate { C_CONNECTING, C_HANDSHAKE, C_OPEN };
+
+#define SYN_MAX 128 /* IPv6 header + TCP header with every option */
+#define IOV_MAX_PBUFS 32
+
+struct conn {
+    struct flow_node node; /* first: the tuple table's node is the conn */
+    struct flow flow;
+    enum cstate state;
+    struct tcp_pcb *pcb;
+    int up;
+    ev_io urd, uwr;
+    ev_timer hs_timer;     /* SYN handed to lwIP, the handshake not done */
+    struct outbound_connect *oc;
+    struct pbuf *rx;       /* client bytes the upstream has not taken yet */
+    uint32_t owed;         /* bytes taken upstream whose window update waits */
+    char *stash;           /* upstream bytes lwIP could not queue */
+    size_t stash_len;
+    unsigned client_eof : 1, up_shut : 1, up_eof : 1, fin_sent : 1;
+    unsigned paused_snd : 1, paused_mem : 1;
+    double last;
+    struct conn *prev, *next; /* every conn, for shutdown and memory resume */
+    uint16_t syn_len;
+    uint8_t syn[SYN_MAX];
+};
+
+static struct conn all = {.prev = &all, .next = &all};
+static uint8_t scratch[65536];
+
+static struct engine *
+eng(void)
+{
+    return netstack.e;
+}
+
+static double
+now(void)
+{
+    return ev_now(eng()->loop);
+}
+
+static void
+detach_pcb(struct conn *c)
+{
+    if (c->pcb == NULL)
+        return;
+    tcp_arg(c->pcb, NULL);
+    tcp_recv(c->pcb, NULL);
+    tcp_sent(c->pcb, NULL);
+    tcp_err(c->pcb, NULL);
+    tcp_poll(c->pcb, NULL, 0);
+}
+
+/* What the relay steps return: the conn lives on, or was freed with its pcb
+ * closed (lwIP goes on with it) or aborted (an lwIP callback must then
+ * return ERR_ABRT). */
+#define LIVE 0
+#define FREED (-1)
+#define ABORTED (-2)
+
+static err_t
+cb_result(int r)
+{
+    return r == ABORTED ? ERR_ABRT : ERR_OK;
+}
+
+/* Frees |c|. With |reset| the client gets a RST (tcp_abort) and the
+ * upstream too; otherwise lwIP finishes sending what is queued and closes. */
+static int
+conn_free(struct conn *c, const char *reason, int reset)
+{
+    struct engine *e = eng();
+    int rc = FREED;
+    ev_io_stop(e->loop, &c->urd);
+    ev_io_stop(e->loop, &c->uwr);
+    if (c->oc != NULL)
+        outbound_connect_cancel(c->oc);
+    if (c->up >= 0) {
+        if (reset)
+            outbound_close_reset(c->up);
+        else
+            close(c->up);
+    }
+    if (c->pcb != NULL) {
+        detach_pcb(c);
+        if (reset || tcp_close(c->pcb) != ERR_OK) {
+            tcp_abort(c->pcb);
+            rc = ABORTED;
+        }
+    }
+    ev_timer_stop(e->loop, &c->hs_timer);
+    if (c->rx != NULL)
+        pbuf_free(c->rx);
+    free(c->stash);
+    flow_hash_remove(netstack.tuples, &c->node);
+    flow_table_remove(e->flows, &c->flow, now(), reason);
+    c->prev->next = c->next;
+    c->next->prev = c->prev;
+    netstack.st.conns_active--;
+    free(c);
+    return rc;
+}
+
+static void
+note_heap(void)
+{
+    if (!netstack.mem_high && lwip_stats.mem.used > NETSTACK_MEM_HIGH) {
+        netstack.mem_high = 1;
+        netstack.st.mem_pauses++;
+    }
+}
+
+/* Reopens the client's window for bytes the upstream took, unless the heap
+ * is over its cap: then the update waits, and so does the client. */
+static void
+ack_window(struct conn *c, size_t n)
+{
+    c->owed += (uint32_t)n;
+    note_heap();
+    if (netstack.mem_high) {
+        c->paused_mem = 1;
+        return;
+    }
+    while (c->owed > 0 && c->pcb != NULL) {
+        u16_t k = c->owed > 0xFFFF ? 0xFFFF : (u16_t)c->owed;
+        tcp_recved(c->pcb, k);
+        c->owed -= k;
+    }
+}
+
+static int maybe_close(struct conn *c);
+
+/* Client -> upstream. */
+static int
+flush_rx(struct conn *c)
+{
+    while (c->rx != NULL) {
+        struct iovec iov[IOV_MAX_PBUFS];
+        int n = 0;
+        for (struct pbuf *q = c->rx; q != NULL && n < IOV_MAX_PBUFS; q = q->next) {
+            if (q->len == 0)
+                continue;
+            iov[n].iov_base = q->payload;
+            iov[n].iov_len = q->len;
+            n++;
+        }
+        ssize_t w = n ? writev(c->up, iov, n) : 0;
+        if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            ev_io_start(eng()->loop, &c->uwr);
+            return LIVE;
+        }
+        if (w < 0)
+            return conn_free(c, "upstream write failed", 1);
+        c->flow.bytes_up += (uint64_t)w;
+        c->last = now();
+        for (size_t left = (size_t)w; left > 0;) {
+            u16_t k = left > 0xFFFF ? 0xFFFF : (u16_t)left;
+            c->rx = pbuf_free_header(c->rx, k);
+            left -= k;
+        }
+        ack_window(c, (size_t)w);
+        if (n == 0)
+            break;
+    }
+    ev_io_stop(eng()->loop, &c->uwr);
+    if (c->client_eof && !c->up_shut) {
+        shutdown(c->up, SHUT_WR);
+        c->up_shut = 1;
+    }
+    return maybe_close(c);
+}
+
+/* Both directions have ended: lwIP sends what it still holds, then FIN. */
+static int
+maybe_close(struct conn *c)
+{
+    if (c->up_shut && c->fin_sent)
+        return conn_free(c, "done", 0);
+    return LIVE;
+}
+
+static int
+queue_stash(struct conn *c)
+{
+    if (c->stash_len == 0)
+        return 0;
+    if (tcp_write(c->pcb, c->stash, (u16_t)c->stash_len, TCP_WRITE_FLAG_COPY) != ERR_OK)
+        return -1;
+    free(c->stash);
+    c->stash = NULL;
+    c->stash_len = 0;
+    return 0;
+}
+
+/* Upstream -> client, as far as lwIP's send buffer and the heap allow. */
+static int
+pump_tx(struct conn *c)
+{
+    struct ev_loop *loop = eng()->loop;
+    int wrote = 0;
+    if (queue_stash(c) != 0)
+        goto pause;
+    while (!c->up_eof) {
+        note_heap();
+        if (netstack.mem_high) {
+            c->paused_mem = 1;
+            ev_io_stop(loop, &c->urd);
+            break;
+        }
+        size_t space = tcp_sndbuf(c->pcb);
+        if (tcp_sndqueuelen(c->pcb) + 4 >= TCP_SND_QUEUELEN || space == 0)
+            goto pause;
+        if (space > sizeof(scratch))
+            space = sizeof(scratch);
+        ssize_t n = recv(c->up, scratch, space, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            break;
+        if (n < 0)
+            return conn_free(c, "reset by upstream", 1);
+        if (n == 0) {
+            c->up_eof = 1;
+            ev_io_stop(loop, &c->urd);
+            break;
+        }
+        c->last = now();
+        wrote = 1;
+        if (tcp_write(c->pcb, scratch, (u16_t)n, TCP_WRITE_FLAG_COPY) != ERR_OK) {
+            /* The queue is full rather than the buffer (lwip.md §6.2): keep
+             * the bytes and go on from the sent callback. */
+            c->stash = malloc((size_t)n);
+            if (c->stash == NULL)
+                return conn_free(c, "out of memory", 1);
+            memcpy(c->stash, scratch, (size_t)n);
+            c->stash_len = (size_t)n;
+            goto pause;
+        }
+    }
+    if (c->up_eof && c->stash_len == 0 && !c->fin_sent) {
+        tcp_shutdown(c->pcb, 0, 1);
+        c->fin_sent = 1;
+    }
+    if (wrote || c->fin_sent)
+        tcp_output(c->pcb);
+    return maybe_close(c);
+pause:
+    c->paused_snd = 1;
+    ev_io_stop(loop, &c->urd);
+    if (wrote)
+        tcp_output(c->pcb);
+    return LIVE;
+}
+
+static void
+on_up_readable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    pump_tx(w->data);
+}
+
+static void
+on_up_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    flush_rx(w->data);
+}
+
+static err_t
+on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
+{
+    struct conn *c = arg;
+    if (p == NULL) {
+        c->client_eof = 1;
+    } else if (c->rx == NULL) {
+        c->rx = p;
+    } else {
+        pbuf_cat(c->rx, p);
+    }
+    if (c->rx != NULL && ev_is_active(&c->uwr))
+        return ERR_OK; /* the upstream is full: wait for it */
+    return cb_result(flush_rx(c));
+}
+
+static err_t
+on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
+{
+    struct conn *c = arg;
+    c->flow.bytes_down += len;
+    c->last = now();
+    if (c->paused_snd && !c->paused_mem) {
+        c->paused_snd = 0;
+        if (!c->up_eof)
+            ev_io_start(eng()->loop, &c->urd);
+        if (c->stash_len > 0)
+            return cb_result(pump_tx(c));
+    }
+    return ERR_OK;
+}
+
+static void
+on_err(void *arg, err_t err)
+{
+    struct conn *c = arg;
+    c->pcb = NULL; /* lwIP has freed it already */
+    conn_free(c, err == ERR_RST ? "reset by client" : "aborted", 1);
+}
+
+static err_t
+on_poll(void *arg, struct tcp_pcb *pcb)
+{
+    struct conn *c = arg;
+    if (now() - c->last > script_config(eng()->script)->idle_timeout)
+        return cb_result(conn_free(c, "idle", 0));
+    return ERR_OK;
+}
+
+void
+netstack_conn_resume_all(void)
+{
+    for (struct conn *c = all.next, *next; c != &all; c = next) {
+        next = c->next;
+        if (!c->paused_mem || c->state != C_OPEN)
+            continue;
+        c->paused_mem = 0;
+        ack_window(c, 0);
+        if (netstack.mem_high)
+            return;
+        if (!c->paused_snd && !c->up_eof)
+            ev_io_start(eng()->loop, &c->urd);
+    }
+}
+
+void
+netstack_conn_abort_all(void)
+{
+    while (all.next != &all)
+        conn_free(all.next, "shutdown", 1);
+}
+
+static void
+inject_syn(struct conn *c)
+{
+    struct ip_view v;
+    if (ip_view_parse(&v, c->syn, c->syn_len) == IP_OK)
+        netstack_inject(c->syn, c->syn_len, &v);
+}
+
+static void
+on_handshake_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    conn_free(w->data, "handshake timeout", 1);
+}
+
+static void
+on_connected(void *arg, int fd, int err, const char *why)
+{
+    struct conn *c = arg;
+    c->oc = NULL;
+    if (fd < 0) {
+        struct ip_view v;
+        char dst[300];
+        flow_addr_format(&c->flow.dst, dst, sizeof(dst));
+        LOG_INFO("flow %llu: connect %s: %s", (unsigned long long)c->flow.id, dst, why);
+        if (ip_view_parse(&v, c->syn, c->syn_len) == IP_OK)
+            netstack_send_rst(&v);
+        conn_free(c, "connect failed", 0);
+        return;
+    }
+    c->up = fd;
+    ev_io_set(&c->urd, fd, EV_READ);
+    ev_io_set(&c->uwr, fd, EV_WRITE);
+    c->state = C_HANDSHAKE;
+    ev_timer_set(&c->hs_timer, script_config(eng()->script)->connect_timeout, 0);
+    ev_timer_start(eng()->loop, &c->hs_timer);
+    inject_syn(c); /* lwIP answers SYN-ACK; accept follows the client's ACK */
+}
+
+static void
+sockaddr_from_view(struct sockaddr_storage *ss, const struct ip_view *v)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (v->version == 4) {
+        struct sockaddr_in *s = (struct sockaddr_in *)ss;
+        s->sin_family = AF_INET;
+        s->sin_port = htons(v->sport);
+        memcpy(&s->sin_addr, v->src, 4);
+    } else {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
+        s->sin6_family = AF_INET6;
+        s->sin6_port = htons(v->sport);
+        memcpy(&s->sin6_addr, v->src, 16);
+    }
+}
+
+void
+netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t hash,
+                  struct flow_node *existing)
+{
+    struct engine *e = eng();
+    if (existing != NULL) {
+        struct conn *old = (struct conn *)existing;
+        if (old->state == C_CONNECTING)
+            netstack.st.syn_dups++; /* the client retries while we connect */
+        else
+            netstack_inject(v->pkt, v->pkt_len, v);
+        return;
+    }
+    if (v->pkt_len > SYN_MAX)
+        return; /* a SYN carrying data (TFO): the client retries without it */
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    c->node.key = *k;
+    c->up = -1;
+    c->syn_len = v->pkt_len;
+    memcpy(c->syn, v->pkt, v->pkt_len);
+    ev_io_init(&c->urd, on_up_readable, -1, EV_READ);
+    ev_io_init(&c->uwr, on_up_writable, -1, EV_WRITE);
+    ev_timer_init(&c->hs_timer, on_handshake_timeout, 0, 0);
+    c->urd.data = c->uwr.data = c->hs_timer.data = c;
+    c->flow.network = FLOW_TCP;
+    c->flow.inbound = FLOW_IN_TUN;
+    sockaddr_from_view(&c->flow.src, v);
+    c->flow.dst.kind = v->version == 4 ? FLOW_ADDR_IP4 : FLOW_ADDR_IP6;
+    c->flow.dst.port = v->dport;
+    memcpy(c->flow.dst.ip, v->dst, 16);
+    flow_hash_insert(netstack.tuples, &c->node, hash);
+    c->next = &all;
+    c->prev = all.prev;
+    all.prev->next = c;
+    all.prev = c;
+    netstack.st.conns_active++;
+    netstack.st.conns_total++;
+    c->last = now();
+    flow_table_add(e->flows, &c->flow, c->last);
+    engine_route(e, &c->flow);
+    if (c->flow.policy == FLOW_POLICY_REJECT) {
+        netstack_send_rst(v);
+        conn_free(c, "rejected", 0);
+        return;
+    }
+    c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
+                                    script_config(e->script)->connect_timeout, on_connected, c);
+    if (c->oc == NULL)
+        conn_free(c, "out of memory", 0);
+}
+
+err_t
+netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
+{
+    if (err != ERR_OK || pcb == NULL)
+        return ERR_VAL;
+    struct flow_key k = {.proto = IPPROTO_TCP, .sport = pcb->remote_port, .dport = pcb->local_port};
+    if (IP_IS_V6(&pcb->local_ip)) {
+        k.version = 6;
+        memcpy(k.src, ip_2_ip6(&pcb->remote_ip)->addr, 16);
+        memcpy(k.dst, ip_2_ip6(&pcb->local_ip)->addr, 16);
+    } else {
+        k.version = 4;
+        memcpy(k.src, &ip_2_ip4(&pcb->remote_ip)->addr, 4);
+        memcpy(k.dst, &ip_2_ip4(&pcb->local_ip)->addr, 4);
+    }
+    struct conn *c = (struct conn *)flow_hash_lookup(netstack.tuples, &k,
+                                                      flow_hash_key(netstack.tuples, &k));
+    if (c == NULL || c->state != C_HANDSHAKE || c->pcb != NULL) {
+        tcp_abort(pcb); /* no flow behind it: never leave a pcb without an owner */
+        return ERR_ABRT;
+    }
+    c->pcb = pcb;
+    c->state = C_OPEN;
+    ev_timer_stop(eng()->loop, &c->hs_timer);
+    tcp_arg(pcb, c);
+    tcp_recv(pcb, on_recv);
+    tcp_sent(pcb, on_sent);
+    tcp_err(pcb, on_err);
+    tcp_poll(pcb, on_poll, 4); /* every 2 s: the idle check */
+    tcp_nagle_disable(pcb);    /* upstream bytes go out as they come */
+    ev_io_start(eng()->loop, &c->urd);
+    return ERR_OK;
+}

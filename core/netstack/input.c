@@ -1,0 +1,114 @@
+#include <netinet/in.h>
+#include <string.h>
+
+#include "lwip/prot/ip4.h"
+#include "lwip/prot/ip6.h"
+#include "lwip/priv/tcp_priv.h"
+
+#include "engine/log.h"
+#include "ip/ip.h"
+#include "netstack/netstack_int.h"
+
+void
+netstack_key_from_view(struct flow_key *k, const struct ip_view *v)
+{
+    memset(k, 0, sizeof(*k));
+    k->proto = IPPROTO_TCP;
+    k->version = v->version;
+    k->sport = v->sport;
+    k->dport = v->dport;
+    memcpy(k->src, v->src, 16);
+    memcpy(k->dst, v->dst, 16);
+}
+
+/* A listening pcb bound to ANY matches every destination address but only
+ * its own port (tcp_input compares local_port), so each destination port in
+ * use gets one, created on its first SYN and kept. */
+int
+netstack_listen(uint16_t port)
+{
+    if (netstack.listeners[port] != NULL)
+        return 0;
+    struct tcp_pcb *pcb = tcp_new_ip_type(IPADDR_TYPE_ANY);
+    if (pcb == NULL)
+        goto fail;
+    ip_set_option(pcb, SOF_REUSEADDR);
+    if (tcp_bind(pcb, IP_ANY_TYPE, port) != ERR_OK) {
+        tcp_abort(pcb);
+        goto fail;
+    }
+    struct tcp_pcb *l = tcp_listen_with_backlog(pcb, TCP_DEFAULT_LISTEN_BACKLOG);
+    if (l == NULL) {
+        tcp_abort(pcb);
+        goto fail;
+    }
+    tcp_accept(l, netstack_conn_accept);
+    netstack.listeners[port] = l;
+    netstack.st.listeners++;
+    return 0;
+fail:
+    if (netstack.st.listener_fails++ == 0)
+        LOG_WARN("netstack: no listener for port %u (pool of %d exhausted?)", port,
+                 MEMP_NUM_TCP_PCB_LISTEN);
+    return -1;
+}
+
+void
+netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v)
+{
+    struct netif *nif = &netstack.nif;
+    struct pbuf *p = pbuf_alloc(PBUF_RAW, (u16_t)len, PBUF_RAM);
+    if (p == NULL) {
+        netstack.st.rx_drops++; /* heap full: the peer retransmits */
+        return;
+    }
+    memcpy(p->payload, pkt, len);
+    if ((v->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && netstack_listen(v->dport) != 0) {
+        pbuf_free(p);
+        return;
+    }
+    /* Fill lwIP's current-packet globals as ip4_input/ip6_input would: the
+     * engine is the IP layer. A stale v6 header pointer would make a v4
+     * packet look like v6 (ip_current_is_v6 tests only that pointer). */
+    ip_data.current_netif = nif;
+    ip_data.current_input_netif = nif;
+    if (v->version == 4) {
+        const struct ip_hdr *h = p->payload;
+        ip_data.current_ip4_header = h;
+        ip_data.current_ip6_header = NULL;
+        ip_addr_copy_from_ip4(ip_data.current_iphdr_src, h->src);
+        ip_addr_copy_from_ip4(ip_data.current_iphdr_dest, h->dest);
+    } else {
+        struct ip6_hdr *h = p->payload;
+        ip_data.current_ip4_header = NULL;
+        ip_data.current_ip6_header = h;
+        ip_addr_copy_from_ip6_packed(ip_data.current_iphdr_src, h->src);
+        ip_addr_copy_from_ip6_packed(ip_data.current_iphdr_dest, h->dest);
+    }
+    ip_data.current_ip_header_tot_len = v->ip_hlen;
+    pbuf_remove_header(p, v->ip_hlen);
+    tcp_input(p, nif);
+    ip_data.current_netif = NULL;
+    ip_data.current_input_netif = NULL;
+    ip_data.current_ip4_header = NULL;
+    ip_data.current_ip6_header = NULL;
+    ip_data.current_ip_header_tot_len = 0;
+    ip_addr_set_zero(&ip_data.current_iphdr_src);
+    ip_addr_set_zero(&ip_data.current_iphdr_dest);
+}
+
+void
+netstack_tcp_input(const struct ip_view *v)
+{
+    /* Only a SYN can start a flow; every other segment is the fast path:
+     * straight to lwIP, which finds its pcb, without Lua or a lookup here. */
+    if ((v->tcp_flags & (TCP_SYN | TCP_ACK | TCP_RST)) == TCP_SYN) {
+        struct flow_key k;
+        netstack_key_from_view(&k, v);
+        uint32_t h = flow_hash_key(netstack.tuples, &k);
+        netstack_conn_syn(v, &k, h, flow_hash_lookup(netstack.tuples, &k, h));
+        return;
+    }
+    netstack.st.fast_path++;
+    netstack_inject(v->pkt, v->pkt_len, v);
+}

@@ -1,0 +1,137 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lwip/init.h"
+#include "lwip/stats.h"
+#include "lwip/timeouts.h"
+
+#include "engine/log.h"
+#include "netstack/netstack_int.h"
+#include "tun/tun.h"
+
+struct netstack netstack;
+
+/* lwIP hands a segment chain whose data stays referenced by its unacked
+ * queue: copy it into the write queue, which the engine flushes once per
+ * batch. */
+static err_t
+emit(struct pbuf *p)
+{
+    uint8_t *slot = tun_wq_reserve(netstack.tun, p->tot_len);
+    if (slot == NULL)
+        return ERR_OK; /* larger than the MTU: never happens with our MSS; TCP retransmits */
+    pbuf_copy_partial(p, slot, p->tot_len, 0);
+    tun_wq_commit(netstack.tun, p->tot_len);
+    return ERR_OK;
+}
+
+static err_t
+out4(struct netif *n, struct pbuf *p, const ip4_addr_t *dst)
+{
+    return emit(p);
+}
+
+static err_t
+out6(struct netif *n, struct pbuf *p, const ip6_addr_t *dst)
+{
+    return emit(p);
+}
+
+static int init_mtu;
+
+static err_t
+nif_init(struct netif *n)
+{
+    n->name[0] = 'c';
+    n->name[1] = 'h';
+    n->output = out4;
+    n->output_ip6 = out6;
+    n->mtu = (u16_t)init_mtu;
+    n->flags = 0; /* no broadcast: tcp_input would drop the subnet's broadcast address */
+    return ERR_OK;
+}
+
+int
+netstack_init(struct engine *e, struct tun *tun, int mtu, char *err, size_t errlen)
+{
+    static int lwip_started;
+    if (netstack.e != NULL) {
+        snprintf(err, errlen, "the netstack is in use by another engine in this process");
+        return -1;
+    }
+    memset(&netstack, 0, sizeof(netstack));
+    netstack.listeners = calloc(65536, sizeof(*netstack.listeners));
+    netstack.tuples = flow_hash_new();
+    if (netstack.listeners == NULL || netstack.tuples == NULL) {
+        free(netstack.listeners);
+        flow_hash_free(netstack.tuples);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    netstack.e = e;
+    netstack.tun = tun;
+    if (!lwip_started) {
+        lwip_init();
+        lwip_started = 1;
+    }
+    /* tcp_input needs a netif that is up, link-up and has some IPv4 address
+     * for ip4_route to let SYN-ACKs out; the address is never compared with
+     * a destination. */
+    ip4_addr_t addr, mask, gw;
+    IP4_ADDR(&addr, 10, 77, 0, 2);
+    IP4_ADDR(&mask, 255, 255, 255, 255);
+    ip4_addr_set_zero(&gw);
+    init_mtu = mtu > 0xFFFF ? 0xFFFF : mtu;
+    if (netif_add(&netstack.nif, &addr, &mask, &gw, NULL, nif_init, ip_input) == NULL) {
+        snprintf(err, errlen, "lwIP refused the netif");
+        return -1;
+    }
+    ip6_addr_t a6;
+    IP6_ADDR(&a6, PP_HTONL(0xfd000000), 0, 0, PP_HTONL(2));
+    netif_ip6_addr_set(&netstack.nif, 0, &a6);
+    netif_ip6_addr_set_state(&netstack.nif, 0, IP6_ADDR_PREFERRED);
+    netif_set_default(&netstack.nif);
+    netif_set_up(&netstack.nif);
+    netif_set_link_up(&netstack.nif);
+    netstack.st.heap_size = MEM_SIZE;
+    LOG_INFO("netstack: lwIP %s, window %d, heap %d MiB, mss follows mtu %d", LWIP_VERSION_STRING,
+             TCP_WND, MEM_SIZE >> 20, mtu);
+    return 0;
+}
+
+void
+netstack_fini(void)
+{
+    if (netstack.e == NULL)
+        return;
+    netstack_conn_abort_all();
+    for (int i = 0; i < 65536; i++)
+        if (netstack.listeners[i] != NULL)
+            tcp_close(netstack.listeners[i]);
+    netif_remove(&netstack.nif);
+    free(netstack.listeners);
+    flow_hash_free(netstack.tuples);
+    memset(&netstack, 0, sizeof(netstack));
+}
+
+double
+netstack_poll(void)
+{
+    sys_check_timeouts();
+    if (netstack.mem_high && lwip_stats.mem.used < NETSTACK_MEM_LOW) {
+        netstack.mem_high = 0;
+        netstack_conn_resume_all();
+    }
+    u32_t ms = sys_timeouts_sleeptime();
+    return ms == SYS_TIMEOUTS_SLEEPTIME_INFINITE ? 1.0 : ms / 1000.0;
+}
+
+void
+netstack_stats(struct netstack_stats *out)
+{
+    *out = netstack.st;
+    out->heap_used = lwip_stats.mem.used;
+    out->heap_max = lwip_stats.mem.max;
+    out->heap_errors = lwip_stats.mem.err;
+}

@@ -1,0 +1,50 @@
+#ifndef CHUTE_NETSTACK_INT_H
+#define CHUTE_NETSTACK_INT_H
+
+/* Private to core/netstack. */
+
+#include "lwip/ip.h"
+#include "lwip/netif.h"
+#include "lwip/pbuf.h"
+#include "lwip/prot/tcp.h"
+#include "lwip/tcp.h"
+
+#include "flow/hash.h"
+#include "netstack/netstack.h"
+
+/* The engine-wide caps that keep lwIP's shared heap from filling (a full
+ * heap slows every connection and drops new SYNs): above HIGH, connections
+ * stop reading upstream and hold back window updates; below LOW they go on. */
+#define NETSTACK_MEM_HIGH (MEM_SIZE / 4 * 3)
+#define NETSTACK_MEM_LOW (MEM_SIZE / 2)
+
+struct netstack {
+    struct engine *e;
+    struct tun *tun;
+    struct netif nif;
+    struct tcp_pcb **listeners; /* [65536], by destination port */
+    struct flow_hash *tuples;   /* TCP flows by 5-tuple */
+    int mem_high;               /* the cap is in force */
+    struct netstack_stats st;
+};
+
+extern struct netstack netstack;
+
+/* input.c: injects a (copied) IP packet into tcp_input. */
+void netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v);
+int netstack_listen(uint16_t port);
+
+/* conn.c */
+/* A SYN without ACK; |existing| is the flow already holding its 5-tuple. */
+void netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t hash,
+                       struct flow_node *existing);
+err_t netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err);
+void netstack_conn_resume_all(void);
+void netstack_conn_abort_all(void);
+/* Sends a RST answering |v| (a segment chute will not take). */
+void netstack_send_rst(const struct ip_view *v);
+
+/* The 5-tuple of |v| as a flow key (TCP). */
+void netstack_key_from_view(struct flow_key *k, const struct ip_view *v);
+
+#endif

@@ -1,0 +1,194 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine/log.h"
+#include "script/script.h"
+#include "tun/netlink.h"
+#include "tun/tun_int.h"
+
+/* auto_route: everything without chute's mark is looked up in TUN_TABLE,
+ * whose default route is the TUN; excluded prefixes go to the main table
+ * first. sing-box and Clash's auto-route take the same shape. */
+#define TUN_TABLE 2022
+#define PRIO_EXCLUDE 9000
+#define PRIO_CAPTURE 9001
+#define RT_MAIN 254
+
+static int
+ifreq_ioctl(int req, struct ifreq *ifr)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -errno;
+    int rc = ioctl(s, (unsigned long)req, ifr) == 0 ? 0 : -errno;
+    close(s);
+    return rc;
+}
+
+static int
+install_routes(struct tun *t, const struct script_tun *cfg, uint32_t fwmark, char *err,
+               size_t errlen)
+{
+    int fams[2] = {AF_INET, AF_INET6};
+    for (int i = 0; i < 2; i++) {
+        struct script_cidr any = {.family = fams[i], .prefix = 0};
+        int rc = tun_nl_route(t->ifindex, &any, TUN_TABLE);
+        if (rc != 0 && fams[i] == AF_INET6 && rc == -EACCES)
+            continue; /* IPv6 disabled on this machine */
+        if (rc != 0) {
+            snprintf(err, errlen, "tun %s: default route in table %d: %s", t->name, TUN_TABLE,
+                     strerror(-rc));
+            return -1;
+        }
+        for (size_t k = 0; k < cfg->num_exclude; k++) {
+            if (cfg->exclude[k].family != fams[i])
+                continue;
+            tun_nl_rule(0, fams[i], PRIO_EXCLUDE, &cfg->exclude[k], RT_MAIN, 0);
+            if ((rc = tun_nl_rule(1, fams[i], PRIO_EXCLUDE, &cfg->exclude[k], RT_MAIN, 0)) != 0) {
+                snprintf(err, errlen, "tun %s: exclude rule: %s", t->name, strerror(-rc));
+                return -1;
+            }
+        }
+        /* A stale rule from a run that did not clean up is replaced. */
+        tun_nl_rule(0, fams[i], PRIO_CAPTURE, NULL, TUN_TABLE, fwmark);
+        if ((rc = tun_nl_rule(1, fams[i], PRIO_CAPTURE, NULL, TUN_TABLE, fwmark)) != 0) {
+            snprintf(err, errlen, "tun %s: capture rule: %s", t->name, strerror(-rc));
+            return -1;
+        }
+    }
+    t->routed = 1;
+    t->fwmark = fwmark;
+    LOG_INFO("tun %s: auto_route on (table %d, upstream fwmark 0x%x, %zu excluded)", t->name,
+             TUN_TABLE, fwmark, cfg->num_exclude);
+    return 0;
+}
+
+static void
+remove_routes(struct tun *t)
+{
+    int fams[2] = {AF_INET, AF_INET6};
+    for (int i = 0; i < 2; i++) {
+        tun_nl_rule(0, fams[i], PRIO_CAPTURE, NULL, TUN_TABLE, t->fwmark);
+        for (size_t k = 0; k < t->num_exclude; k++)
+            if (t->exclude[k].family == fams[i])
+                tun_nl_rule(0, fams[i], PRIO_EXCLUDE, &t->exclude[k], RT_MAIN, 0);
+    }
+}
+
+struct tun *
+tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen)
+{
+    struct tun *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    t->fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (t->fd < 0) {
+        snprintf(err, errlen, "tun: /dev/net/tun: %s", strerror(errno));
+        goto fail;
+    }
+    struct ifreq ifr = {0};
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", cfg->name);
+    if (ioctl(t->fd, TUNSETIFF, &ifr) != 0) {
+        snprintf(err, errlen, "tun %s: TUNSETIFF: %s%s", cfg->name, strerror(errno),
+                 errno == EPERM ? " (needs CAP_NET_ADMIN: run as root)" : "");
+        goto fail;
+    }
+    snprintf(t->name, sizeof(t->name), "%s", ifr.ifr_name);
+    int rc;
+    if (cfg->mtu > 0) {
+        ifr.ifr_mtu = cfg->mtu;
+        if ((rc = ifreq_ioctl(SIOCSIFMTU, &ifr)) != 0) {
+            snprintf(err, errlen, "tun %s: mtu %d: %s", t->name, cfg->mtu, strerror(-rc));
+            goto fail;
+        }
+    }
+    if ((rc = ifreq_ioctl(SIOCGIFMTU, &ifr)) != 0 || (t->mtu = ifr.ifr_mtu) <= 0 ||
+        (rc = ifreq_ioctl(SIOCGIFINDEX, &ifr)) != 0) {
+        snprintf(err, errlen, "tun %s: %s", t->name, strerror(-rc));
+        goto fail;
+    }
+    t->ifindex = ifr.ifr_ifindex;
+    for (size_t i = 0; i < cfg->num_addrs; i++) {
+        if ((rc = tun_nl_addr(t->ifindex, &cfg->addrs[i])) != 0) {
+            snprintf(err, errlen, "tun %s: address %zu: %s", t->name, i + 1, strerror(-rc));
+            goto fail;
+        }
+    }
+    if ((rc = ifreq_ioctl(SIOCGIFFLAGS, &ifr)) == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ifreq_ioctl(SIOCSIFFLAGS, &ifr);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "tun %s: up: %s", t->name, strerror(-rc));
+        goto fail;
+    }
+    if (tun_io_init(t, cfg->batch) != 0) {
+        snprintf(err, errlen, "tun %s: out of memory for buffers", t->name);
+        goto fail;
+    }
+    if (cfg->num_exclude > 0) {
+        t->exclude = malloc(cfg->num_exclude * sizeof(*t->exclude));
+        if (t->exclude != NULL) {
+            memcpy(t->exclude, cfg->exclude, cfg->num_exclude * sizeof(*t->exclude));
+            t->num_exclude = cfg->num_exclude;
+        }
+    }
+    if (cfg->auto_route && install_routes(t, cfg, fwmark, err, errlen) != 0) {
+        remove_routes(t);
+        goto fail;
+    }
+    LOG_INFO("tun %s: up, mtu %d, batch %d", t->name, t->mtu, t->batch);
+    return t;
+fail:
+    tun_close(t);
+    return NULL;
+}
+
+void
+tun_close(struct tun *t)
+{
+    if (t == NULL)
+        return;
+    if (t->routed)
+        remove_routes(t);
+    if (t->fd >= 0)
+        close(t->fd);
+    tun_io_fini(t);
+    free(t->exclude);
+    free(t);
+}
+
+int
+tun_fd(const struct tun *t)
+{
+    return t->fd;
+}
+
+int
+tun_mtu(const struct tun *t)
+{
+    return t->mtu;
+}
+
+const char *
+tun_name(const struct tun *t)
+{
+    return t->name;
+}
+
+void
+tun_stats(const struct tun *t, struct tun_stats *out)
+{
+    *out = t->st;
+}

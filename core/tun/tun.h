@@ -1,0 +1,64 @@
+#ifndef CHUTE_TUN_TUN_H
+#define CHUTE_TUN_TUN_H
+
+/* The TUN device: open or attach (Linux /dev/net/tun, IFF_TUN|IFF_NO_PI),
+ * addresses, MTU and routes, batched reads and the write queue.
+ *
+ * Reads drain up to |batch| packets into preallocated buffers at once; the
+ * engine processes the whole batch, then flushes the write queue. Packets
+ * towards the TUN are only ever queued (tun_wq_*), so no write happens in
+ * the middle of packet processing; the queue flushes once per batch, or
+ * early when it is full. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct script_tun;
+struct tun;
+
+#define TUN_BATCH_MAX 256
+
+struct tun_batch {
+    size_t n;
+    uint8_t *data[TUN_BATCH_MAX]; /* each points at a buffer of the device's MTU */
+    uint16_t len[TUN_BATCH_MAX];
+};
+
+struct tun_stats {
+    uint64_t pkts_in, bytes_in;
+    uint64_t pkts_out, bytes_out;
+    uint64_t batches;            /* reads that returned at least one packet */
+    uint64_t wq_flushes;
+    uint64_t wq_drops;           /* packets the device refused (or too big) */
+};
+
+/* Opens the device named in |cfg| (created if missing, attached if it
+ * exists), sets its MTU and addresses when |cfg| has them, brings it up, and
+ * with auto_route installs the policy routes that send everything else
+ * through it (upstream sockets carrying |fwmark| skip them). Needs
+ * CAP_NET_ADMIN. Returns NULL with |err| saying what failed. */
+struct tun *tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen);
+/* Removes what tun_open installed (routes, rules) and closes the device. */
+void tun_close(struct tun *t);
+
+int tun_fd(const struct tun *t);
+int tun_mtu(const struct tun *t);
+const char *tun_name(const struct tun *t);
+
+/* Reads up to the batch size of packets without blocking. Returns the count
+ * (0 when nothing is pending) or -1 on a device error. The buffers stay
+ * valid until the next call. */
+int tun_read_batch(struct tun *t, struct tun_batch *b);
+
+/* Reserves |len| bytes for one packet in the write queue (flushing first if
+ * it is full) and returns where to build it; NULL if |len| exceeds the MTU.
+ * tun_wq_commit queues it. Packets leave in order. */
+uint8_t *tun_wq_reserve(struct tun *t, size_t len);
+void tun_wq_commit(struct tun *t, size_t len);
+/* Writes every queued packet to the device. */
+void tun_wq_flush(struct tun *t);
+size_t tun_wq_pending(const struct tun *t);
+
+void tun_stats(const struct tun *t, struct tun_stats *out);
+
+#endif

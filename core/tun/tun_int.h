@@ -1,0 +1,31 @@
+#ifndef CHUTE_TUN_INT_H
+#define CHUTE_TUN_INT_H
+
+/* Private to core/tun. */
+
+#include "script/script.h"
+#include "tun/tun.h"
+
+struct tun {
+    int fd;
+    int ifindex;
+    int mtu;
+    int batch;
+    char name[16];
+    int routed;
+    uint32_t fwmark;
+    struct script_cidr *exclude;
+    size_t num_exclude;
+    /* Read side: |batch| buffers of |bufsize| bytes. */
+    uint8_t *rbuf;
+    size_t bufsize;
+    /* Write queue: packets packed back to back as [u16 length][bytes]. */
+    uint8_t *wq;
+    size_t wq_cap, wq_used, wq_count;
+    struct tun_stats st;
+};
+
+int tun_io_init(struct tun *t, int batch);
+void tun_io_fini(struct tun *t);
+
+#endif

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Lua surface, sandbox: what scripts cannot reach (os.execute,
+# io.popen, package, debug, loadfile, dofile, bytecode), io.open confined
+# to the bundle and read-only, and globals locked once the bundle loaded.
+#
+# Env: CHUTE (the binary; default $CHUTE_TOP/build/chute) and CHUTE_TOP (the
+# repo; default: two folders up from this script). Exit 0 pass, 1 fail.
+set -u
+export LC_ALL=C
+CHUTE_TOP=${CHUTE_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+CHUTE=${CHUTE:-$CHUTE_TOP/build/chute}
+case $CHUTE in /*) ;; *) CHUTE=$PWD/$CHUTE ;; esac
+BUNDLES=$CHUTE_TOP/spec/lua/bundles
+[ -x "$CHUTE" ] || { echo "FAIL no chute binary at $CHUTE (set CHUTE)"; exit 1; }
+T=$'\t'
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# chute ARGS: runs the binary from the bundles folder, so messages name
+# "<bundle>/main.lua"; sets $rc, $out and $log (stderr, timestamps cut).
+chute() {
+    (cd "$BUNDLES" && timeout 30 "$CHUTE" "$@") >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    log=$(sed -E 's/^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]{12} //' "$tmp/err")
+}
+
+# expect WHAT RC STDOUT LOG: compares the last chute run exactly.
+expect() {
+    local got want
+    got=$(printf 'exit %s\nstdout:\n%s\nlog:\n%s' "$rc" "$out" "$log")
+    want=$(printf 'exit %s\nstdout:\n%s\nlog:\n%s' "$2" "$3" "$4")
+    if [ "$got" == "$want" ]; then
+        echo "ok   $1"
+    else
+        echo "FAIL $1"
+        diff <(echo "$want") <(echo "$got") | sed 's/^/     /'
+        failed=1
+    fi
+}
+
+load_log="info  script: os.execute: nil
+info  script: os.getenv: nil
+info  script: os.exit: nil
+info  script: io.popen: nil
+info  script: io.lines: nil
+info  script: package: nil
+info  script: debug: nil
+info  script: loadfile: nil
+info  script: dofile: nil
+info  script: os.time is a: function
+info  script: load(text): 42
+info  script: load(text) sees: a load-time global
+info  script: load(text) os.execute: nil
+info  script: load(bytecode): attempt to load a binary chunk (mode is 't')
+info  script: load(bytecode, 'b'): attempt to load a binary chunk (mode is 't')
+info  script: io.open(data.txt): first line / second line
+info  script: io.open(data.txt, rb): 23
+info  script: io.open(missing.txt): nil, sandbox/missing.txt: No such file or directory
+info  script: io.open(../x): io.open: '../x' is outside the bundle
+info  script: io.open(/etc/passwd): io.open: '/etc/passwd' is outside the bundle
+info  script: io.open(data.txt, w): io.open: mode 'w' not allowed (bundles are read-only)
+info  script: io.open(data.txt, a): io.open: mode 'a' not allowed (bundles are read-only)"
+
+chute check sandbox
+expect "load time: missing functions, load() text only, io.open confined" 0 "ok: sandbox" "$load_log"
+
+chute route sandbox global-read.test
+expect "globals set at load time are read at run time" 0 "REJECT${T}route" "$load_log"
+
+chute route sandbox read.test
+expect "io.open reads a bundle file inside route()" 0 "REJECT${T}route" "$load_log"
+
+chute route sandbox global-write.test
+expect "writing a global inside route() is an error" 0 "DIRECT${T}fallback: error" "$load_log
+warn  flow 1: route() failed: sandbox/main.lua:51: assignment to global 'counter' after the bundle loaded (use a local); using DIRECT"
+
+chute route sandbox env-write.test
+expect "writing through _G inside route() is the same error" 0 "DIRECT${T}fallback: error" "$load_log
+warn  flow 1: route() failed: sandbox/main.lua:53: assignment to global 'counter' after the bundle loaded (use a local); using DIRECT"
+
+chute route sandbox passwd.test
+expect "io.open outside the bundle in route(): error with file:line" 0 "DIRECT${T}fallback: error" "$load_log
+warn  flow 1: route() failed: sandbox/main.lua:55: io.open: '/etc/passwd' is outside the bundle; using DIRECT"
+
+exit $failed

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Lua surface, route(): the flow's fields for a name, IPv4
+# and IPv6 destinations, UDP and TUN flows; misuse of the flow; what each
+# kind of return value decides.
+#
+# Env: CHUTE (the binary; default $CHUTE_TOP/build/chute) and CHUTE_TOP (the
+# repo; default: two folders up from this script). Exit 0 pass, 1 fail.
+set -u
+export LC_ALL=C
+CHUTE_TOP=${CHUTE_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+CHUTE=${CHUTE:-$CHUTE_TOP/build/chute}
+case $CHUTE in /*) ;; *) CHUTE=$PWD/$CHUTE ;; esac
+BUNDLES=$CHUTE_TOP/spec/lua/bundles
+[ -x "$CHUTE" ] || { echo "FAIL no chute binary at $CHUTE (set CHUTE)"; exit 1; }
+T=$'\t'
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# chute ARGS: runs the binary from the bundles folder, so messages name
+# "<bundle>/main.lua"; sets $rc, $out and $log (stderr, timestamps cut).
+chute() {
+    (cd "$BUNDLES" && timeout 30 "$CHUTE" "$@") >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    log=$(sed -E 's/^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]{12} //' "$tmp/err")
+}
+
+# expect WHAT RC STDOUT LOG: compares the last chute run exactly.
+expect() {
+    local got want
+    got=$(printf 'exit %s\nstdout:\n%s\nlog:\n%s' "$rc" "$out" "$log")
+    want=$(printf 'exit %s\nstdout:\n%s\nlog:\n%s' "$2" "$3" "$4")
+    if [ "$got" == "$want" ]; then
+        echo "ok   $1"
+    else
+        echo "FAIL $1"
+        diff <(echo "$want") <(echo "$got") | sed 's/^/     /'
+        failed=1
+    fi
+}
+
+line() { # line HOST NETWORK DST_IP DST_PORT INBOUND: route-fields' first print
+    echo "info  script: network=$2(string) src_ip=127.0.0.1(string) src_port=0(integer) dst_ip=$3 dst_port=$4(integer) host=$1 inbound=$5(string) id=1(integer)"
+}
+
+chute route route-fields example.com
+expect "a name: host set, dst_ip nil, port 443 by default" 0 "DIRECT${T}route" \
+"$(line 'example.com(string)' tcp 'nil(nil)' 443 socks)
+info  script: tostring: flow 1 tcp -> example.com:443"
+
+chute route route-fields 192.0.2.1:80
+expect "an IPv4 destination: dst_ip set, host nil" 0 "DIRECT${T}route" \
+"$(line 'nil(nil)' tcp '192.0.2.1(string)' 80 socks)
+info  script: tostring: flow 1 tcp -> 192.0.2.1:80"
+
+chute route --network udp --inbound tun route-fields '[2001:db8::1]:53'
+expect "an IPv6 destination over UDP from the TUN" 0 "DIRECT${T}route" \
+"$(line 'nil(nil)' udp '2001:db8::1(string)' 53 tun)
+info  script: tostring: flow 1 udp -> [2001:db8::1]:53"
+
+chute route --inbound http route-fields 2001:db8::2
+expect "a bare IPv6 literal from the HTTP inbound" 0 "DIRECT${T}route" \
+"$(line 'nil(nil)' tcp '2001:db8::2(string)' 443 http)
+info  script: tostring: flow 1 tcp -> [2001:db8::2]:443"
+
+fields="fields: network, src_ip, src_port, dst_ip, dst_port, host, inbound, id"
+chute route route-misuse field.test
+expect "an unknown field is an error naming it and the fields" 0 "DIRECT${T}fallback: error" \
+    "warn  flow 1: route() failed: route-misuse/main.lua:7: flow has no field 'dst_host' ($fields); using DIRECT"
+
+chute route route-misuse write.test
+expect "flow fields are read-only" 0 "DIRECT${T}fallback: error" \
+    "warn  flow 1: route() failed: route-misuse/main.lua:9: flow fields are read-only; using DIRECT"
+
+chute route route-misuse protected.test
+expect "the same errors caught by pcall; the metatable is hidden" 0 "REJECT${T}route" \
+"info  script: unknown field: route-misuse/main.lua:11: flow has no field 'port' ($fields)
+info  script: write: route-misuse/main.lua:12: flow fields are read-only
+info  script: metatable: false
+info  script: host still: protected.test"
+
+chute route flow-after-route kept.test
+expect "a flow kept in an upvalue errors after route(); copied fields live on" 0 "DIRECT${T}route" \
+"warn  script: flow-after-route/main.lua:9: kept.host: false, flow-after-route/main.lua:8: flow used outside route() (copy the fields you need)
+warn  script: flow-after-route/main.lua:10: copied host: kept.test"
+
+chute route route-returns direct.test
+expect "\"DIRECT\"" 0 "DIRECT${T}route" ""
+chute route route-returns reject.test
+expect "\"REJECT\"" 0 "REJECT${T}route" ""
+chute route route-returns nothing.test
+expect "nil: the fallback, without a warning" 0 "DIRECT${T}fallback: route() returned nil" ""
+chute route route-returns nope.test
+expect "an unknown name: fallback, warning at route()'s definition" 0 "DIRECT${T}fallback: unknown policy" \
+    "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'NOPE'; using DIRECT"
+chute route route-returns lower.test
+expect "policy names are case-sensitive" 0 "DIRECT${T}fallback: unknown policy" \
+    "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'direct'; using DIRECT"
+chute route route-returns table.test
+expect "a table is not a policy" 0 "DIRECT${T}fallback: unknown policy" \
+    "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'table'; using DIRECT"
+chute route route-returns error.test
+expect "an error: fallback, warning with the error's file:line" 0 "DIRECT${T}fallback: error" \
+    "warn  flow 1: route() failed: route-returns/main.lua:15: no route for error.test; using DIRECT"
+chute route route-returns error-table.test
+expect "an error with a table value" 0 "DIRECT${T}fallback: error" \
+    "warn  flow 1: route() failed: (error object is a table value); using DIRECT"
+
+exit $failed

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Lua surface, limits and logging: the instruction budget
+# (pcall, xpcall and coroutines cannot swallow it), the load budget, the
+# bundle's fallback policy, the memory cap, chute.log and print.
+#
+# Env: CHUTE (the binary; default $CHUTE_TOP/build/chute) and CHUTE_TOP (the
+# repo; default: two folders up from this script). Exit 0 pass, 1 fail.
+set -u
+export LC_ALL=C
+CHUTE_TOP=${CHUTE_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+CHUTE=${CHUTE:-$CHUTE_TOP/build/chute}
+case $CHUTE in /*) ;; *) CHUTE=$PWD/$CHUTE ;; esac
+BUNDLES=$CHUTE_TOP/spec/lua/bundles
+[ -x "$CHUTE" ] || { echo "FAIL no chute binary at $CHUTE (set CHUTE)"; exit 1; }
+T=$'\t'
+failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# chute ARGS: runs the binary from the bundles folder, so messages name
+# "<bundle>/main.lua"; sets $rc, $out and $log (stderr, timestamps cut).
+chute() {
+    (cd "$BUNDLES" && timeout 30 "$CHUTE" "$@") >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    log=$(sed -E 's/^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:.]{12} //' "$tmp/err")
+}
+
+# expect WHAT RC STDOUT LOG: compares the last chute run exactly.
+expect() {
+    local got want
+    got=$(printf 'exit %s\nstdout:\n%s\nlog:\n%s' "$rc" "$out" "$log")
+    want=$(printf 'exit %s\nstdout:\n%s\nlog:\n%s' "$2" "$3" "$4")
+    if [ "$got" == "$want" ]; then
+        echo "ok   $1"
+    else
+        echo "FAIL $1"
+        diff <(echo "$want") <(echo "$got") | sed 's/^/     /'
+        failed=1
+    fi
+}
+
+over() { # over LINE [BUDGET] [POLICY]: the warning for a budget overrun
+    echo "warn  flow 1: route() failed: $1: instruction budget exceeded (${2:-100000} instructions); using ${3:-DIRECT}"
+}
+
+chute route budget loop.test
+expect "a runaway loop: fallback: budget, the loop's line" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:11)"
+chute route budget pcall.test
+expect "pcall inside route() cannot swallow the overrun" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:13)"
+chute route budget xpcall.test
+expect "nor can xpcall with a handler" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:15)"
+chute route budget coroutine.test
+expect "nor coroutine.resume of a coroutine made in route()" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:17)"
+chute route budget load-coroutine.test
+expect "nor coroutine.resume of a coroutine made at load" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:19)"
+chute route budget within.test
+expect "a bounded loop under the budget completes" 0 "REJECT${T}route" ""
+
+chute route budget-config work.test
+expect "budget = 10000000: work past the default budget completes" 0 "REJECT${T}route" ""
+chute route budget-config forever.test
+expect "budget = 10000000: the overrun names the bundle's budget" 0 "DIRECT${T}fallback: budget" \
+    "$(over budget-config/main.lua:7 10000000)"
+
+chute check budget-load
+expect "a runaway loop at load: the load budget, file:line" 1 "" \
+    "chute: budget-load/main.lua:4: instruction budget exceeded (200000000 instructions)"
+
+chute route fallback-reject error.test
+expect "fallback = REJECT on an error" 0 "REJECT${T}fallback: error" \
+    "warn  flow 1: route() failed: fallback-reject/main.lua:8: broken; using REJECT"
+chute route fallback-reject loop.test
+expect "fallback = REJECT on an overrun" 0 "REJECT${T}fallback: budget" "$(over fallback-reject/main.lua:10 100000 REJECT)"
+chute route fallback-reject nope.test
+expect "fallback = REJECT on an unknown name" 0 "REJECT${T}fallback: unknown policy" \
+    "warn  flow 1: fallback-reject/main.lua:5: route() returned unknown policy 'NOPE'; using REJECT"
+chute route fallback-reject nil.test
+expect "fallback = REJECT on nil" 0 "REJECT${T}fallback: route() returned nil" ""
+chute route fallback-reject other.test
+expect "fallback = REJECT leaves decisions alone" 0 "DIRECT${T}route" ""
+
+chute route memory-cap table.test
+expect "lua_memory_mb = 8: a huge table fails with not enough memory" 0 "DIRECT${T}fallback: error" \
+    "warn  flow 1: route() failed: not enough memory; using DIRECT"
+chute route memory-cap string.test
+expect "lua_memory_mb = 8: a 16 MiB string fails the same way" 0 "DIRECT${T}fallback: error" \
+    "warn  flow 1: route() failed: not enough memory; using DIRECT"
+chute route memory-cap pcall.test
+expect "lua_memory_mb = 8: memory is usable again after the failure" 0 "REJECT${T}route" \
+    "info  script: pcall(hog): not enough memory"
+
+load_log="info  script: log-print/main.lua:4: loading
+info  script: print at load${T}1${T}nil${T}true"
+chute route log-print example.com
+expect "chute.log has file:line and level, print goes to the log at info" 0 "DIRECT${T}route" \
+"$load_log
+warn  script: log-print/main.lua:11: x
+error script: log-print/main.lua:12: routing example.com
+info  script: print in route${T}443"
+chute route log-print bad-level.test
+expect "chute.log with an unknown level is an error" 0 "DIRECT${T}fallback: error" \
+"$load_log
+warn  flow 1: route() failed: log-print/main.lua:9: chute.log: unknown level 'loud'; using DIRECT"
+
+exit $failed

@@ -1,0 +1,5 @@
+-- A listener address without a port.
+local chute = require "chute"
+chute.config {
+  listen = { socks = "127.0.0.1" },
+}

@@ -1,0 +1,3 @@
+-- A hook must be a function.
+local chute = require "chute"
+chute.route = "DIRECT"

@@ -1,0 +1,5 @@
+local M = {}
+function M.f()
+  return 1 +
+end
+return M

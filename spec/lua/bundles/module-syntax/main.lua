@@ -1,0 +1,3 @@
+-- lib/broken.lua does not parse.
+local chute = require "chute"
+local broken = require "lib.broken"

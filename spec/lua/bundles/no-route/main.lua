@@ -1,0 +1,3 @@
+-- A bundle that configures but defines no route().
+local chute = require "chute"
+chute.config { fallback = "REJECT" }

@@ -1,0 +1,2 @@
+-- A module that returns nothing: require gives true.
+flag_loaded = true
