@@ -67,6 +67,7 @@ on_tun(struct ev_loop *loop, ev_io *w, int revents)
     }
     for (int i = 0; i < n; i++)
         packet(e, b.data[i], b.len[i]);
+    netstack_flush();
     netstack_poll();
     tun_wq_flush(e->tun);
 }
@@ -75,6 +76,7 @@ static void
 on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 {
     struct engine *e = w->data;
+    netstack_flush();
     if (tun_wq_pending(e->tun) > 0)
         tun_wq_flush(e->tun);
 }

@@ -87,8 +87,8 @@ put_header(uint8_t *out, int version, const uint8_t *src, const uint8_t *dst, ui
  * pseudo-header; UDP and ICMPv6 do. A UDP sum of 0 means "none" on the
  * wire, so a computed 0 goes out as its other form, 0xFFFF (RFC 768). */
 static void
-put_l4_csum(uint8_t *l4, size_t n, size_t at, int version, const uint8_t *src,
-            const uint8_t *dst, uint8_t proto)
+put_l4_csum(uint8_t *l4, size_t n, size_t at, int version, const uint8_t *src, const uint8_t *dst,
+            uint8_t proto)
 {
     uint32_t sum = 0;
     uint16_t c;
@@ -130,8 +130,7 @@ ip_build_udp(uint8_t *out, size_t cap, int version, const uint8_t *src, uint16_t
  * headers and 8 bytes of L4 (RFC 792): the sender needs the ports to find
  * the socket, so a shorter quote is not worth sending. */
 size_t
-ip_build_unreach(uint8_t *out, size_t cap, const struct ip_view *orig, uint8_t code4,
-                 uint8_t code6)
+ip_build_unreach(uint8_t *out, size_t cap, const struct ip_view *orig, uint8_t code4, uint8_t code6)
 {
     int version = orig->version;
     size_t hlen = version == 6 ? 40 : 20, room = (version == 6 ? 1280 : 576) - hlen - 8;

@@ -90,8 +90,7 @@ ip_csum_fold(uint32_t sum)
  * two 16-bit halves are both summed; for v4 the high half is zero, so one
  * formula serves both. */
 uint32_t
-ip_csum_pseudo(int version, const uint8_t *src, const uint8_t *dst, uint8_t proto,
-               uint32_t l4_len)
+ip_csum_pseudo(int version, const uint8_t *src, const uint8_t *dst, uint8_t proto, uint32_t l4_len)
 {
     size_t alen = version == 6 ? 16 : 4;
     uint32_t sum;

@@ -148,8 +148,7 @@ parse_l4(struct ip_view *v)
         v->icmp_code = l4[1];
         v->payload = l4 + 4;
         v->payload_len = (uint16_t)(n - 4);
-        if (v->proto == PROTO_ICMP ? (l4[0] == 8 || l4[0] == 0)
-                                   : (l4[0] == 128 || l4[0] == 129)) {
+        if (v->proto == PROTO_ICMP ? (l4[0] == 8 || l4[0] == 0) : (l4[0] == 128 || l4[0] == 129)) {
             if (n < 8)
                 return IP_ERR_L4;
             v->sport = v->dport = be16(l4 + 4);

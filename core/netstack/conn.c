@@ -52,11 +52,15 @@ struct conn {
     unsigned paused_snd : 1, paused_mem : 1;
     double last;
     struct conn *prev, *next; /* every conn, for shutdown and memory resume */
+    struct conn *dprev, *dnext; /* on the dirty list: client bytes to flush */
     uint16_t syn_len;
     uint8_t syn[SYN_MAX];
 };
 
 static struct conn all = {.prev = &all, .next = &all};
+/* Conns that received client bytes during this batch: flushed upstream once
+ * per batch, so a 64-packet batch costs one writev, not 64. */
+static struct conn dirty = {.dprev = &dirty, .dnext = &dirty};
 static uint8_t scratch[65536];
 
 static struct engine *
@@ -124,6 +128,10 @@ conn_free(struct conn *c, const char *reason, int reset)
     if (c->rx != NULL)
         pbuf_free(c->rx);
     free(c->stash);
+    if (c->dnext != NULL) {
+        c->dprev->dnext = c->dnext;
+        c->dnext->dprev = c->dprev;
+    }
     flow_hash_remove(netstack.tuples, &c->node);
     flow_table_remove(e->flows, &c->flow, now(), reason);
     c->prev->next = c->next;
@@ -305,9 +313,25 @@ on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
     } else {
         pbuf_cat(c->rx, p);
     }
-    if (c->rx != NULL && ev_is_active(&c->uwr))
-        return ERR_OK; /* the upstream is full: wait for it */
-    return cb_result(flush_rx(c));
+    if (c->dnext == NULL && !ev_is_active(&c->uwr)) { /* else the upstream is full: wait */
+        c->dnext = &dirty;
+        c->dprev = dirty.dprev;
+        dirty.dprev->dnext = c;
+        dirty.dprev = c;
+    }
+    return ERR_OK;
+}
+
+void
+netstack_flush(void)
+{
+    while (dirty.dnext != &dirty) {
+        struct conn *c = dirty.dnext;
+        dirty.dnext = c->dnext;
+        c->dnext->dprev = &dirty;
+        c->dnext = c->dprev = NULL;
+        flush_rx(c);
+    }
 }
 
 static err_t

@@ -93,6 +93,12 @@
 #define CHECKSUM_GEN_IP 1
 #define CHECKSUM_GEN_TCP 1
 #define LWIP_CHECKSUM_ON_COPY 1
+/* lwIP's own checksum sums 16 bits at a time and took 29% of the CPU of a
+ * download; ours sums 64 bits at a time (core/netstack/sys.c). */
+#define LWIP_CHKSUM netstack_lwip_chksum
+#ifndef __ASSEMBLER__
+unsigned short netstack_lwip_chksum(const void *data, int len);
+#endif
 
 #define LWIP_STATS 1
 #define MEM_STATS 1

@@ -39,6 +39,10 @@ void netstack_fini(void);
  * goes to lwIP. */
 void netstack_tcp_input(const struct ip_view *v);
 
+/* Sends the client bytes received during this batch upstream (one write
+ * per connection). Call after each batch and before the loop sleeps. */
+void netstack_flush(void);
+
 /* Runs lwIP's due timers and resumes connections paused by the memory cap.
  * Returns the seconds until the next timer is due. */
 double netstack_poll(void);
