@@ -155,6 +155,23 @@ fail:
     return NULL;
 }
 
+struct tun *
+tun_attach_fd(int fd, int mtu, int batch)
+{
+    struct tun *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t->fd = fd;
+    t->borrowed = 1;
+    t->mtu = mtu;
+    snprintf(t->name, sizeof(t->name), "fd%d", fd);
+    if (tun_io_init(t, batch) != 0) {
+        tun_close(t);
+        return NULL;
+    }
+    return t;
+}
+
 void
 tun_close(struct tun *t)
 {
@@ -162,7 +179,7 @@ tun_close(struct tun *t)
         return;
     if (t->routed)
         remove_routes(t);
-    if (t->fd >= 0)
+    if (t->fd >= 0 && !t->borrowed)
         close(t->fd);
     tun_io_fini(t);
     free(t->exclude);

@@ -38,6 +38,11 @@ struct tun_stats {
  * through it (upstream sockets carrying |fwmark| skip them). Needs
  * CAP_NET_ADMIN. Returns NULL with |err| saying what failed. */
 struct tun *tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen);
+/* Wraps a TUN file descriptor that someone else opened and configured (a
+ * host app's, a test's), non-blocking, carrying bare IP packets; chute
+ * neither configures nor closes it. */
+struct tun *tun_attach_fd(int fd, int mtu, int batch);
+
 /* Removes what tun_open installed (routes, rules) and closes the device. */
 void tun_close(struct tun *t);
 

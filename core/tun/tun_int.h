@@ -13,6 +13,7 @@ struct tun {
     int batch;
     char name[16];
     int routed;
+    int borrowed;   /* the fd belongs to the caller of tun_attach_fd */
     uint32_t fwmark;
     struct script_cidr *exclude;
     size_t num_exclude;
