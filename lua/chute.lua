@@ -11,7 +11,12 @@ end
 
 local function check_type(path, v, want)
   local got = math.type(v) or type(v)
-  if want == "number" and type(v) == "number" then return nil end
+  if want == "number" and type(v) == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then
+      return string.format("%s: expected a finite number", path)
+    end
+    return nil
+  end
   if got ~= want then
     return string.format("%s: expected %s, got %s", path, want, got)
   end
@@ -34,10 +39,10 @@ local listener = {
   users = { type = "table", check = function(t)
     for u, p in pairs(t) do
       if type(u) ~= "string" or type(p) ~= "string" then
-        return "users: expected { name = \"password\" } strings"
+        return "expected { name = \"password\" } strings"
       end
       if #u == 0 or #u > 255 or #p > 255 then
-        return "users: names 1..255 bytes, passwords up to 255 bytes"
+        return "names 1..255 bytes, passwords up to 255 bytes"
       end
     end
   end },
@@ -81,10 +86,10 @@ local schema = {
     end },
   } },
   budget = { type = "integer", check = function(v)
-    if v < 1000 then return "must be at least 1000 instructions" end
+    if v < 1000 or v > 1000000000 then return "must be 1000..1000000000 instructions" end
   end },
   lua_memory_mb = { type = "integer", check = function(v)
-    if v < 1 then return "must be at least 1" end
+    if v < 1 or v > 65536 then return "must be 1..65536" end
   end },
 }
 
@@ -142,6 +147,11 @@ function M.config(t)
   if type(t) ~= "table" then where_error("chute.config: expected a table", 2) end
   expand_shorthands(t)
   local e = validate("", schema, t)
+  if not e and type(t.listen) == "table" then
+    for name, l in pairs(t.listen) do
+      if l.address == nil then e = string.format("listen.%s: needs an address", name) end
+    end
+  end
   if e then where_error("chute.config: " .. e, 2) end
   state.config = t
   state.configured = true

@@ -31,8 +31,19 @@ enum state {
 struct buf {
     char *p;
     size_t len, cap;
-    size_t fwd; /* bytes at the front that are ready to send on */
+    size_t fwd;  /* bytes at the front that are ready to send on */
+    size_t scan; /* bytes known not to hold a complete head */
 };
+
+/* A head can only complete on a new line feed: parsing again only then
+ * keeps a head sent one byte at a time from costing O(n^2). */
+static int
+head_may_be_complete(struct buf *b)
+{
+    int maybe = memchr(b->p + b->scan, '\n', b->len - b->scan) != NULL;
+    b->scan = b->len;
+    return maybe;
+}
 
 struct conn {
     struct inbound_conn base;
@@ -145,6 +156,7 @@ buf_consume(struct buf *b, size_t n)
     memmove(b->p, b->p + n, b->len - n);
     b->len -= n;
     b->fwd -= n;
+    b->scan = 0;
 }
 
 /* Reads what is there. Returns >0 bytes, 0 EOF, -1 would block (or full),
@@ -401,7 +413,9 @@ static int
 head_step(struct conn *c)
 {
     struct http_request req;
-    int n = c->cin.len ? http_h1_parse_request(c->cin.p, c->cin.len, &req) : HTTP_ERR_INCOMPLETE;
+    int n = c->cin.len && head_may_be_complete(&c->cin)
+                ? http_h1_parse_request(c->cin.p, c->cin.len, &req)
+                : HTTP_ERR_INCOMPLETE;
     if (n > 0)
         return on_request(c, &req, (size_t)n) < 0 ? -1 : 1;
     if (n == HTTP_ERR_TOO_LARGE || (n == HTTP_ERR_INCOMPLETE && c->cin.len >= HTTP_MAX_HEAD)) {
@@ -479,7 +493,9 @@ resp_step(struct conn *c)
         return 0;
     if (c->uin.len > 0 && !c->resp_parsed) {
         struct http_response res;
-        int n = http_h1_parse_response(c->uin.p, c->uin.len, &res);
+        int n = head_may_be_complete(&c->uin)
+                    ? http_h1_parse_response(c->uin.p, c->uin.len, &res)
+                    : HTTP_ERR_INCOMPLETE;
         if (n > 0) {
             c->uin.fwd = (size_t)n;
             if (res.status >= 100 && res.status < 200)
@@ -568,7 +584,7 @@ step(struct conn *c)
                 }
                 if (c->uin.len > 0 || c->up_eof)
                     end_flow(c, "done"); /* stray bytes after the response */
-                c->uin.len = c->uin.fwd = 0;
+                c->uin.len = c->uin.fwd = c->uin.scan = 0;
                 c->state = HEAD;
                 moved = 1;
             }

@@ -2,11 +2,11 @@
 
 #include "script/script_int.h"
 
-/* route() gets one userdata that the script state reuses for every flow: no
- * table and no allocation per call, and fields are produced only when the
- * script reads them (a fresh 5-field table costs ~280 ns a call, a userdata
- * ~70 ns: shared/notes/rules-protocols-lua.md §8). Outside route() it points
- * at nothing and every field reads as an error. */
+/* route() gets the flow as a small userdata whose fields are produced only
+ * when the script reads them (a fresh 5-field table costs ~280 ns a call, a
+ * userdata ~70 ns: shared/notes/rules-protocols-lua.md §8). Each call gets
+ * its own, emptied when the call returns, so a flow a script keeps reads as
+ * an error instead of silently showing a later flow's fields. */
 
 static struct flow **
 checkflow(lua_State *L)
@@ -120,17 +120,15 @@ script_flow_open(struct script *s)
     lua_setfield(L, -2, "__tostring");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
-    lua_pop(L, 1);
-    struct flow **fp = lua_newuserdatauv(L, sizeof(*fp), 0);
-    *fp = NULL;
-    luaL_setmetatable(L, "chute.flow");
-    s->flow_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    s->flow_ref = luaL_ref(L, LUA_REGISTRYINDEX); /* the metatable, looked up once */
 }
 
-void
-script_flow_set(struct script *s, struct flow *f)
+struct flow **
+script_flow_push(struct script *s, struct flow *f)
 {
+    struct flow **fp = lua_newuserdatauv(s->L, sizeof(*fp), 0);
+    *fp = f;
     lua_rawgeti(s->L, LUA_REGISTRYINDEX, s->flow_ref);
-    *(struct flow **)lua_touserdata(s->L, -1) = f;
-    lua_pop(s->L, 1);
+    lua_setmetatable(s->L, -2);
+    return fp;
 }

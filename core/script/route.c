@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/log.h"
@@ -11,6 +12,29 @@ script_policy_lookup(const char *name)
     if (strcmp(name, "REJECT") == 0)
         return FLOW_POLICY_REJECT;
     return -1;
+}
+
+/* Does |msg| start with a "chunk:line:" position? error("x", 0) and error
+ * objects that are not strings carry none. */
+static int
+has_position(const char *msg)
+{
+    const char *c = strchr(msg, ':');
+    if (c == NULL || c[1] < '0' || c[1] > '9')
+        return 0;
+    for (c++; *c >= '0' && *c <= '9'; c++)
+        ;
+    return *c == ':';
+}
+
+/* "main.lua:12", where route() is defined, for messages that lack a place. */
+static void
+route_where(struct script *s, char *buf, size_t len)
+{
+    lua_Debug ar;
+    lua_rawgeti(s->L, LUA_REGISTRYINDEX, s->route_ref);
+    lua_getinfo(s->L, ">S", &ar);
+    snprintf(buf, len, "%s:%d", ar.short_src, ar.linedefined);
 }
 
 static void
@@ -34,31 +58,39 @@ script_route(struct script *s, struct flow *f)
     int top = lua_gettop(L);
     lua_pushcfunction(L, script_msgh);
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->route_ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, s->flow_ref);
-    *(struct flow **)lua_touserdata(L, -1) = f;
+    struct flow **fp = script_flow_push(s, f);
     script_budget_arm(s, s->cfg.budget);
     int rc = lua_pcall(L, 1, 1, top + 1);
     int tripped = s->tripped;
     script_budget_disarm(s);
-    script_flow_set(s, NULL);
+    *fp = NULL;
 
+    char where[128];
     if (rc != LUA_OK) {
-        LOG_WARN("flow %llu: route() failed: %s; using %s", (unsigned long long)f->id,
-                 lua_tostring(L, -1), flow_policy_name(s->cfg.fallback));
+        const char *msg = lua_tostring(L, -1);
+        where[0] = '\0';
+        if (!has_position(msg)) {
+            route_where(s, where, sizeof(where) - 2);
+            strcat(where, ": ");
+        }
+        LOG_WARN("flow %llu: route() failed: %s%s; using %s", (unsigned long long)f->id, where,
+                 msg, flow_policy_name(s->cfg.fallback));
         fallback(s, f, tripped ? "fallback: budget" : "fallback: error");
     } else if (lua_isnil(L, -1)) {
         f->policy = s->cfg.fallback;
         f->rule = "fallback: route() returned nil";
     } else {
-        const char *name = lua_tostring(L, -1);
+        const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
         int p = name ? script_policy_lookup(name) : -1;
         if (p < 0) {
-            lua_Debug ar;
-            lua_rawgeti(L, LUA_REGISTRYINDEX, s->route_ref);
-            lua_getinfo(L, ">S", &ar);
-            LOG_WARN("flow %llu: %s:%d: route() returned unknown policy '%s'; using %s",
-                     (unsigned long long)f->id, ar.short_src, ar.linedefined,
-                     name ? name : luaL_typename(L, -1), flow_policy_name(s->cfg.fallback));
+            route_where(s, where, sizeof(where));
+            if (name != NULL)
+                LOG_WARN("flow %llu: %s: route() returned unknown policy '%s'; using %s",
+                         (unsigned long long)f->id, where, name, flow_policy_name(s->cfg.fallback));
+            else
+                LOG_WARN("flow %llu: %s: route() returned a %s, not a policy name; using %s",
+                         (unsigned long long)f->id, where, luaL_typename(L, -1),
+                         flow_policy_name(s->cfg.fallback));
             fallback(s, f, "fallback: unknown policy");
         } else {
             f->policy = p;

@@ -10,8 +10,8 @@
  * src/script_lua.c): what is not named here does not exist for scripts. */
 static const char *const base_allow[] = {
     "assert", "error",    "getmetatable", "ipairs",   "next",   "pairs",  "pcall",
-    "rawequal", "rawget", "rawlen",       "rawset",   "select", "setmetatable",
-    "tonumber", "tostring", "type",       "xpcall",   "_VERSION", "collectgarbage",
+    "rawequal", "rawget", "rawlen",       "select",   "tonumber", "tostring", "type",
+    "xpcall",   "_VERSION", "collectgarbage",
     NULL,
 };
 static const char *const libs_allow[] = {"string", "table", "math", "utf8", "coroutine", NULL};
@@ -48,6 +48,42 @@ script_load_file(struct script *s, const char *rel)
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
     lua_setupvalue(L, -2, 1);
     return LUA_OK;
+}
+
+/* rawset and setmetatable, except on the sandbox's _ENV: its metatable is
+ * what keeps globals from being written once the bundle has loaded. */
+static int
+is_env(lua_State *L, int idx)
+{
+    struct script *s = script_of(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+    int same = lua_rawequal(L, idx, -1);
+    lua_pop(L, 1);
+    return same;
+}
+
+static int
+l_rawset(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checkany(L, 2);
+    luaL_checkany(L, 3);
+    if (is_env(L, 1))
+        return luaL_error(L, "rawset on _G is not allowed (keep state in locals)");
+    lua_settop(L, 3);
+    lua_rawset(L, 1);
+    return 1;
+}
+
+static int
+l_setmetatable(lua_State *L)
+{
+    if (is_env(L, 1))
+        return luaL_error(L, "setmetatable on _G is not allowed");
+    lua_getfield(L, LUA_REGISTRYINDEX, "chute.setmetatable");
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
 }
 
 /* io.open(path [, "r"|"rb"]) confined to the bundle, read-only. */
@@ -116,9 +152,16 @@ l_require(lua_State *L)
     struct script *s = script_of(L);
     const char *name = luaL_checkstring(L, 1);
     lua_getfield(L, LUA_REGISTRYINDEX, "chute.loaded");
-    if (lua_getfield(L, -1, name) != LUA_TNIL)
+    int t = lua_getfield(L, -1, name);
+    if (t == LUA_TLIGHTUSERDATA)
+        return luaL_error(L, "require cycle: '%s' is still loading", name);
+    if (t != LUA_TNIL)
         return 1;
     lua_pop(L, 1);
+    /* Marks the module as loading, so a cycle is an error, not a C stack
+     * overflow. */
+    lua_pushlightuserdata(L, (void *)l_require);
+    lua_setfield(L, -2, name);
 
     char rel[512];
     size_t n = strlen(name);
@@ -151,7 +194,11 @@ l_require(lua_State *L)
         lua_setupvalue(L, -2, 1);
     }
     lua_pushstring(L, name);
-    lua_call(L, 1, 1);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        lua_pushnil(L);
+        lua_setfield(L, -3, name); /* not loading any more: a retry may work */
+        return lua_error(L);
+    }
     if (lua_isnil(L, -1)) {
         lua_pop(L, 1);
         lua_pushboolean(L, 1);
@@ -200,6 +247,12 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
     lua_setfield(L, -2, "io");
     lua_pushcfunction(L, l_print);
     lua_setfield(L, -2, "print");
+    lua_getglobal(L, "setmetatable");
+    lua_setfield(L, LUA_REGISTRYINDEX, "chute.setmetatable");
+    lua_pushcfunction(L, l_setmetatable);
+    lua_setfield(L, -2, "setmetatable");
+    lua_pushcfunction(L, l_rawset);
+    lua_setfield(L, -2, "rawset");
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
     lua_pushcfunction(L, l_require);

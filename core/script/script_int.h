@@ -20,7 +20,7 @@ struct script {
     int env_ref;          /* the sandbox _ENV shared by the bundle's chunks */
     int state_ref;        /* chute.lua's state table */
     int route_ref;        /* chute.route, or LUA_NOREF */
-    int flow_ref;         /* the one flow userdata reused by every route() */
+    int flow_ref;         /* the flow userdata's metatable */
     struct script_config cfg;
     struct script_stats st;
 };
@@ -50,6 +50,7 @@ int script_check_address(const char *text, struct sockaddr_storage *ss, socklen_
 
 /* bind_flow.c */
 void script_flow_open(struct script *s);
-void script_flow_set(struct script *s, struct flow *f);
+/* Pushes a flow userdata for one call; set *result to NULL after it. */
+struct flow **script_flow_push(struct script *s, struct flow *f);
 
 #endif

@@ -205,7 +205,10 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
         goto fail;
     s->mem_limit = s->cfg.lua_memory;
     lock_globals(s);
+    /* Finalizers are script code too: they run under a budget. */
+    script_budget_arm(s, s->cfg.budget);
     lua_gc(L, LUA_GCCOLLECT);
+    script_budget_disarm(s);
     return s;
 
 fail_lua:
@@ -220,8 +223,12 @@ script_free(struct script *s)
 {
     if (s == NULL)
         return;
-    if (s->L != NULL)
+    if (s->L != NULL) {
+        /* lua_close runs every pending __gc: bound them like any call (an
+         * error in a finalizer only warns, and the close goes on). */
+        script_budget_arm(s, s->cfg.budget ? s->cfg.budget : SCRIPT_LOAD_BUDGET);
         lua_close(s->L);
+    }
     script_config_free(&s->cfg);
     free(s->dir);
     free(s);

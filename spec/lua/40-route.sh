@@ -99,12 +99,12 @@ expect "policy names are case-sensitive" 0 "DIRECT${T}fallback: unknown policy" 
     "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'direct'; using DIRECT"
 chute route route-returns table.test
 expect "a table is not a policy" 0 "DIRECT${T}fallback: unknown policy" \
-    "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'table'; using DIRECT"
+    "warn  flow 1: route-returns/main.lua:12: route() returned a table, not a policy name; using DIRECT"
 chute route route-returns error.test
 expect "an error: fallback, warning with the error's file:line" 0 "DIRECT${T}fallback: error" \
     "warn  flow 1: route() failed: route-returns/main.lua:15: no route for error.test; using DIRECT"
 chute route route-returns error-table.test
 expect "an error with a table value" 0 "DIRECT${T}fallback: error" \
-    "warn  flow 1: route() failed: (error object is a table value); using DIRECT"
+    "warn  flow 1: route() failed: route-returns/main.lua:12: (error object is a table value); using DIRECT"
 
 exit $failed

@@ -82,10 +82,10 @@ expect "fallback = REJECT leaves decisions alone" 0 "DIRECT${T}route" ""
 
 chute route memory-cap table.test
 expect "lua_memory_mb = 8: a huge table fails with not enough memory" 0 "DIRECT${T}fallback: error" \
-    "warn  flow 1: route() failed: not enough memory; using DIRECT"
+    "warn  flow 1: route() failed: memory-cap/main.lua:11: not enough memory; using DIRECT"
 chute route memory-cap string.test
 expect "lua_memory_mb = 8: a 16 MiB string fails the same way" 0 "DIRECT${T}fallback: error" \
-    "warn  flow 1: route() failed: not enough memory; using DIRECT"
+    "warn  flow 1: route() failed: memory-cap/main.lua:11: not enough memory; using DIRECT"
 chute route memory-cap pcall.test
 expect "lua_memory_mb = 8: memory is usable again after the failure" 0 "REJECT${T}route" \
     "info  script: pcall(hog): not enough memory"
