@@ -88,6 +88,9 @@ local schema = {
   budget = { type = "integer", check = function(v)
     if v < 1000 or v > 1000000000 then return "must be 1000..1000000000 instructions" end
   end },
+  decision_cache = { type = "integer", check = function(v)
+    if v < 0 or v > 1000000 then return "must be 0..1000000 entries (0 turns it off)" end
+  end },
   lua_memory_mb = { type = "integer", check = function(v)
     if v < 1 or v > 65536 then return "must be 1..65536" end
   end },

@@ -5,6 +5,7 @@
 
 #include "chute/chute.h"
 #include "dns/dns.h"
+#include "flow/dcache.h"
 #include "flow/udp.h"
 #include "netstack/netstack.h"
 #include "tun/tun.h"
@@ -22,7 +23,7 @@ struct chute_engine {
 };
 
 enum { PUB_ACTIVE, PUB_TOTAL, PUB_UP, PUB_DOWN, PUB_CALLS, PUB_ERRORS, PUB_RELOADS, PUB_LUA,
-       PUB_VERSION };
+       PUB_VERSION, PUB_DCACHE };
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -59,12 +60,22 @@ engine_stats_publish(struct engine *e)
                           memory_order_relaxed);
     atomic_store_explicit(&e->_pub[PUB_LUA], ss.lua_bytes, memory_order_relaxed);
     atomic_store_explicit(&e->_pub[PUB_VERSION], e->rule_version, memory_order_relaxed);
+    struct flow_dcache_stats ds = {0};
+    if (e->dcache != NULL)
+        flow_dcache_stats(e->dcache, &ds);
+    atomic_store_explicit(&e->_pub[PUB_DCACHE], e->dcache_hits_before + ds.hits,
+                          memory_order_relaxed);
 }
 
 void
 engine_route(struct engine *e, struct flow *f)
 {
+    if (flow_dcache_get(e->dcache, f))
+        return;
+    f->_reads = 0;
     script_route(e->script, f);
+    if (!(f->_reads & FLOW_READ_UNCACHEABLE) && strcmp(f->rule, "route") == 0)
+        flow_dcache_put(e->dcache, f);
 }
 
 void
@@ -72,14 +83,18 @@ engine_stats_log(struct engine *e)
 {
     struct flow_table_stats fs;
     struct script_stats ss;
+    struct flow_dcache_stats ds;
     flow_table_stats(e->flows, &fs);
     script_stats(e->script, &ss);
+    flow_dcache_stats(e->dcache, &ds);
     LOG_INFO("stats flows_active=%llu flows_total=%llu bytes_up=%llu bytes_down=%llu "
-             "route_calls=%llu route_errors=%llu rule_version=%u lua_bytes=%zu",
+             "route_calls=%llu route_errors=%llu dcache_hits=%llu dcache_size=%zu "
+             "rule_version=%u lua_bytes=%zu",
              (unsigned long long)fs.active, (unsigned long long)fs.total,
              (unsigned long long)fs.bytes_up, (unsigned long long)fs.bytes_down,
              (unsigned long long)(e->route_calls_before + ss.route_calls),
-             (unsigned long long)(e->route_errors_before + ss.route_errors), e->rule_version,
+             (unsigned long long)(e->route_errors_before + ss.route_errors),
+             (unsigned long long)(e->dcache_hits_before + ds.hits), ds.size, e->rule_version,
              ss.lua_bytes);
     if (e->tun == NULL)
         return;
@@ -115,6 +130,19 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     struct script *s = script_load(dir, src, err, errlen);
     if (s == NULL)
         return -1;
+    struct flow_dcache *dc = flow_dcache_new(script_config(s)->decision_cache);
+    if (dc == NULL) {
+        snprintf(err, errlen, "out of memory for the decision cache");
+        script_free(s);
+        return -1;
+    }
+    if (e->dcache != NULL) {
+        struct flow_dcache_stats ds;
+        flow_dcache_stats(e->dcache, &ds);
+        e->dcache_hits_before += ds.hits;
+        flow_dcache_free(e->dcache);
+    }
+    e->dcache = dc;
     /* Route counters carry over so stats stay monotonic across reloads. */
     struct script *old = e->script;
     if (old != NULL) {
@@ -350,6 +378,7 @@ chute_engine_stats(chute_engine *ce, struct chute_stats *out)
     out->reloads = atomic_load_explicit(&p[PUB_RELOADS], memory_order_relaxed);
     out->lua_bytes = atomic_load_explicit(&p[PUB_LUA], memory_order_relaxed);
     out->rule_version = (uint32_t)atomic_load_explicit(&p[PUB_VERSION], memory_order_relaxed);
+    out->dcache_hits = atomic_load_explicit(&p[PUB_DCACHE], memory_order_relaxed);
 }
 
 void
@@ -365,6 +394,7 @@ chute_engine_free(chute_engine *ce)
     script_free(e->script);
     flow_table_free(e->flows);
     ev_loop_destroy(e->loop);
+    flow_dcache_free(e->dcache);
     free(e->bundle_dir);
     free(e->bundle_src);
     free(ce);

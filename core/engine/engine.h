@@ -17,6 +17,7 @@ struct dns_resolver;
 struct inbound_listener;
 struct tun;
 struct flow_udp_table;
+struct flow_dcache;
 
 /* Packets the TUN path dropped or answered itself. */
 struct engine_dp_stats {
@@ -31,6 +32,7 @@ struct engine {
     char *bundle_dir;        /* NULL for a bundle loaded from a string */
     char *bundle_src;
     struct flow_table *flows;
+    struct flow_dcache *dcache; /* per loaded bundle: a reload starts it empty */
     struct dns_resolver *dns;
     struct outbound_env out;
     struct inbound_listener *socks, *http;
@@ -39,6 +41,7 @@ struct engine {
     struct engine_dp_stats dp;
     uint32_t rule_version;   /* bumped by every reload */
     uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
+    uint64_t dcache_hits_before;
     ev_signal _sigint, _sigterm, _sighup, _sigusr1;
     ev_async _stop, _reload;
     ev_io _tun_io;

@@ -26,11 +26,15 @@ struct flow {
     struct flow_addr dst;     /* as the client asked: IP literal or name */
     int policy;               /* enum flow_policy (or a later proxy id) */
     const char *rule;         /* what decided: "route", "fallback: <reason>" (static) */
+    uint8_t _reads;           /* FLOW_READ_*: what route() looked at (the decision cache) */
     uint64_t bytes_up;        /* client -> upstream */
     uint64_t bytes_down;      /* upstream -> client */
     double started;           /* ev_now at accept */
     struct flow *_prev, *_next;
 };
+
+/* route() read a field the decision cache's key does not hold. */
+#define FLOW_READ_UNCACHEABLE 0x01
 
 struct flow_table_stats {
     uint64_t active;

@@ -52,9 +52,9 @@ is_icmp_error(const struct ip_view *v)
     return 0;
 }
 
-/* Writes the IP header for |l4_len| bytes of |proto| and returns its
- * length. v4: DF clear, id 0, TTL 64; v6: hop limit 64, no flow label. */
-static size_t
+/* Writes the 20- or 40-byte IP header for |l4_len| bytes of |proto|.
+ * v4: DF clear, id 0, TTL 64; v6: hop limit 64, no flow label. */
+static void
 put_header(uint8_t *out, int version, const uint8_t *src, const uint8_t *dst, uint8_t proto,
            size_t l4_len)
 {
@@ -71,7 +71,7 @@ put_header(uint8_t *out, int version, const uint8_t *src, const uint8_t *dst, ui
         memcpy(out + 16, dst, 4);
         c = ip_csum_fold(ip_csum_add(0, out, 20));
         memcpy(out + 10, &c, 2);
-        return 20;
+        return;
     }
     out[0] = 0x60;
     out[1] = out[2] = out[3] = 0;
@@ -80,7 +80,6 @@ put_header(uint8_t *out, int version, const uint8_t *src, const uint8_t *dst, ui
     out[7] = TTL;
     memcpy(out + 8, src, 16);
     memcpy(out + 24, dst, 16);
-    return 40;
 }
 
 /* Fills the checksum at |l4| + |at| over the |n| L4 bytes. ICMPv4 has no
@@ -107,10 +106,11 @@ ip_build_udp(uint8_t *out, size_t cap, int version, const uint8_t *src, uint16_t
              const uint8_t *dst, uint16_t dport, const uint8_t *payload, size_t len)
 {
     size_t hlen = version == 6 ? 40 : 20, alen = version == 6 ? 16 : 4;
-    uint8_t s[16], d[16], *udp = out + hlen;
+    uint8_t s[16], d[16], *udp;
 
     if ((version != 4 && version != 6) || len > 0xffff - hlen - 8 || hlen + 8 + len > cap)
         return 0;
+    udp = out + hlen;
     /* Copies first: the addresses may point into |out| (a view of the
      * request being overwritten), swapped. */
     memcpy(s, src, alen);
@@ -128,14 +128,15 @@ ip_build_udp(uint8_t *out, size_t cap, int version, const uint8_t *src, uint16_t
 /* Quotes as much of |orig| as fits in 576 bytes (v4, RFC 1812 §4.3.2.3) or
  * 1280 (v6, RFC 4443 §2.4(c)) and in |cap|, but never less than the IP
  * headers and 8 bytes of L4 (RFC 792): the sender needs the ports to find
- * the socket, so a shorter quote is not worth sending. */
+ * the socket, so a shorter quote is not worth sending. The one exception is
+ * a v6 packet whose extension headers alone fill the 1280 bytes. */
 size_t
 ip_build_unreach(uint8_t *out, size_t cap, const struct ip_view *orig, uint8_t code4, uint8_t code6)
 {
     int version = orig->version;
     size_t hlen = version == 6 ? 40 : 20, room = (version == 6 ? 1280 : 576) - hlen - 8;
     size_t q = orig->pkt_len, least = (size_t)orig->ip_hlen + 8;
-    uint8_t s[16], d[16], proto = version == 6 ? PROTO_ICMPV6 : PROTO_ICMP, *icmp = out + hlen;
+    uint8_t s[16], d[16], proto = version == 6 ? PROTO_ICMPV6 : PROTO_ICMP, *icmp;
 
     if ((version != 4 && version != 6) || is_icmp_error(orig) || !is_host(version, orig->src) ||
         !is_host(version, orig->dst) || cap < hlen + 8)
@@ -151,6 +152,7 @@ ip_build_unreach(uint8_t *out, size_t cap, const struct ip_view *orig, uint8_t c
     if (q < least)
         return 0;
     /* The answer goes from the original destination back to its source. */
+    icmp = out + hlen;
     memcpy(s, orig->dst, 16);
     memcpy(d, orig->src, 16);
     memmove(icmp + 8, orig->pkt, q);
@@ -167,7 +169,7 @@ ip_build_echo_reply(uint8_t *out, size_t cap, const struct ip_view *req)
 {
     int version = req->version;
     size_t hlen = version == 6 ? 40 : 20, n = req->l4_len;
-    uint8_t s[16], d[16], proto = version == 6 ? PROTO_ICMPV6 : PROTO_ICMP, *icmp = out + hlen;
+    uint8_t s[16], d[16], proto = version == 6 ? PROTO_ICMPV6 : PROTO_ICMP, *icmp;
 
     if (!(version == 4 && req->proto == PROTO_ICMP && req->icmp_type == 8) &&
         !(version == 6 && req->proto == PROTO_ICMPV6 && req->icmp_type == 128))
@@ -176,6 +178,7 @@ ip_build_echo_reply(uint8_t *out, size_t cap, const struct ip_view *req)
      * (RFC 4443 §4.2), which a view cannot supply. */
     if (!is_host(version, req->src) || !is_host(version, req->dst) || n < 8 || hlen + n > cap)
         return 0;
+    icmp = out + hlen;
     memcpy(s, req->dst, 16);
     memcpy(d, req->src, 16);
     /* Identifier, sequence number and data, byte for byte. */

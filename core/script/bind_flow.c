@@ -50,7 +50,7 @@ src_port(const struct sockaddr_storage *ss)
 static int
 flow_index(lua_State *L)
 {
-    const struct flow *f = *checkflow(L);
+    struct flow *f = *checkflow(L);
     size_t n;
     const char *k = luaL_checklstring(L, 2, &n);
     char buf[64];
@@ -74,10 +74,13 @@ flow_index(lua_State *L)
     } else if (n == 7 && memcmp(k, "inbound", 7) == 0) {
         lua_pushstring(L, flow_inbound_name(f->inbound));
     } else if (n == 6 && memcmp(k, "src_ip", 6) == 0) {
+        f->_reads |= FLOW_READ_UNCACHEABLE;
         push_ip(L, &f->src);
     } else if (n == 8 && memcmp(k, "src_port", 8) == 0) {
+        f->_reads |= FLOW_READ_UNCACHEABLE;
         lua_pushinteger(L, src_port(&f->src));
     } else if (n == 2 && memcmp(k, "id", 2) == 0) {
+        f->_reads |= FLOW_READ_UNCACHEABLE;
         lua_pushinteger(L, (lua_Integer)f->id);
     } else {
         return luaL_error(L, "flow has no field '%s' (fields: network, src_ip, src_port, "

@@ -11,6 +11,7 @@
 #define DEFAULT_IDLE_TIMEOUT 300.0
 #define DEFAULT_BUDGET 100000u
 #define DEFAULT_UDP_TIMEOUT 60.0
+#define DEFAULT_DECISION_CACHE 4096
 /* With auto_route, upstream sockets need a mark to skip the TUN's table. */
 #define DEFAULT_AUTO_ROUTE_FWMARK 0x2022
 #define DEFAULT_LUA_MEMORY_MB 64
@@ -216,6 +217,7 @@ script_config_read(struct script *s, char *err, size_t errlen)
     }
     lua_pop(L, 1);
     c->budget = (uint32_t)opt_number(L, t, "budget", c->budget);
+    c->decision_cache = (size_t)opt_number(L, t, "decision_cache", DEFAULT_DECISION_CACHE);
     c->lua_memory = (size_t)opt_number(L, t, "lua_memory_mb", DEFAULT_LUA_MEMORY_MB) << 20;
     read_tun(L, t, &c->tun);
     if (lua_getfield(L, t, "outbound") == LUA_TTABLE) {

@@ -57,6 +57,7 @@ struct script_config {
     uint32_t out_fwmark;    /* upstream sockets carry this mark (SO_MARK); 0 none */
     uint32_t budget;        /* Lua instructions per route() call */
     size_t lua_memory;      /* bytes */
+    size_t decision_cache;  /* entries; 0 off */
 };
 
 struct script_stats {

@@ -36,6 +36,7 @@ struct chute_stats {
     uint64_t bytes_down;    /* upstream -> client */
     uint64_t route_calls;   /* chute.route() calls */
     uint64_t route_errors;  /* of which fell back: error, budget, unknown policy */
+    uint64_t dcache_hits;   /* new flows decided by the decision cache, without Lua */
     uint64_t reloads;       /* successful reloads */
     uint64_t lua_bytes;     /* memory held by the current script */
     uint32_t rule_version;
