@@ -75,6 +75,7 @@ local schema = {
       if v < 1 or v > 256 then return "must be 1..256" end
     end },
     auto_route = { type = "boolean" },
+    offload = { type = "boolean" },
     exclude = { type = "table", check = function(t) return cidr_list(t) end },
   } },
   outbound = { fields = {

@@ -8,8 +8,9 @@
  * region, but every piece except the last must have an even length (start
  * at an even offset of the region). An odd piece would shift the next one
  * by a byte, and summing bytes at odd offsets needs the byte-swapped sum
- * (RFC 1071 §2(B)), which this interface has no offset to apply. The last
- * piece may be odd: its final byte is padded with a zero as RFC 1071 says. */
+ * (RFC 1071 §2(B)), which this interface has no offset to apply (lwIP
+ * swaps the running sum itself after an odd pbuf). The last piece may be
+ * odd: its final byte is padded with a zero as RFC 1071 says. */
 
 #include <arpa/inet.h>
 #include <string.h>
@@ -28,11 +29,12 @@ fold64(uint64_t acc)
     return (uint32_t)acc;
 }
 
-/* The result always fits in 16 bits (not complemented), so callers may add
- * a handful of extra words to it without overflowing the uint32_t. The
- * 64-bit accumulator takes at most 2^33 per 8 bytes: no overflow below
- * 16 GiB per call. Loads go through memcpy: TUN buffers give no alignment
- * promise, and compilers turn it into plain loads. */
+/* The result always fits in 16 bits (not complemented): lwIP's LWIP_CHKSUM
+ * hook (core/netstack/sys.c) keeps 16 bits of it, as lwip_standard_chksum
+ * returns, and callers may add a few more words without overflowing the
+ * uint32_t. The 64-bit accumulator takes at most 2^33 per 8 bytes: no
+ * overflow below 16 GiB per call. Loads go through memcpy because TUN
+ * buffers promise no alignment; compilers turn it into plain loads. */
 uint32_t
 ip_csum_add(uint32_t sum, const void *data, size_t len)
 {

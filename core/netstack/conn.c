@@ -15,6 +15,7 @@
 #include "netstack/netstack_int.h"
 #include "outbound/outbound.h"
 #include "script/script.h"
+#include "tun/tun.h"
 
 /* One TUN TCP flow: the client's connection terminated in lwIP, relayed to
  * an upstream socket.
@@ -390,12 +391,41 @@ netstack_conn_abort_all(void)
         conn_free(all.next, "shutdown", 1);
 }
 
+/* With offload, lwIP may send 64 KiB segments: raise the SYN's MSS option
+ * (when it is what the TUN's MTU gives: the client is local) so lwIP's
+ * effective MSS becomes its netif's 65535 - headers. lwIP checks no input
+ * checksum, so the option is changed in place. */
+static void
+raise_mss(struct conn *c, const struct ip_view *v)
+{
+    size_t thl = (size_t)(v->l4[12] >> 4) * 4;
+    uint8_t *opt = c->syn + (v->l4 - c->syn) + 20, *end = c->syn + (v->l4 - c->syn) + thl;
+    unsigned tun_mss = (unsigned)tun_mtu(netstack.tun) - (v->version == 4 ? 40 : 60);
+    while (opt < end && *opt != 0) {
+        if (*opt == 1) {
+            opt++;
+            continue;
+        }
+        if (opt + 1 >= end || opt[1] < 2 || opt + opt[1] > end)
+            return;
+        if (opt[0] == 2 && opt[1] == 4) {
+            if ((unsigned)(opt[2] << 8 | opt[3]) >= tun_mss)
+                opt[2] = opt[3] = 0xff;
+            return;
+        }
+        opt += opt[1];
+    }
+}
+
 static void
 inject_syn(struct conn *c)
 {
     struct ip_view v;
-    if (ip_view_parse(&v, c->syn, c->syn_len) == IP_OK)
-        netstack_inject(c->syn, c->syn_len, &v);
+    if (ip_view_parse(&v, c->syn, c->syn_len) != IP_OK)
+        return;
+    if (tun_offload(netstack.tun))
+        raise_mss(c, &v);
+    netstack_inject(c->syn, c->syn_len, &v);
 }
 
 static void

@@ -6,11 +6,44 @@
 #include "lwip/stats.h"
 #include "lwip/timeouts.h"
 
+#include <netinet/in.h>
+
 #include "engine/log.h"
+#include "ip/ip.h"
 #include "netstack/netstack_int.h"
 #include "tun/tun.h"
 
 struct netstack netstack;
+
+/* With offload, lwIP sends segments of up to 64 KiB (its netif MTU is
+ * 65535 and the client's SYN said so, see conn.c): one larger than the
+ * client's real MSS leaves as a segmentation-offload packet, which the
+ * kernel takes whole instead of as ~44 writes at MTU 1500. Its checksum
+ * field then holds the pseudo-header sum, as CHECKSUM_PARTIAL wants. */
+static void
+commit_tcp(uint8_t *pkt, size_t len)
+{
+    int v6 = (pkt[0] >> 4) == 6;
+    size_t ihl = v6 ? 40 : (size_t)(pkt[0] & 0x0f) * 4;
+    uint8_t proto = v6 ? pkt[6] : pkt[9];
+    size_t mss = (size_t)tun_mtu(netstack.tun) - (v6 ? 60 : 40);
+    if (proto != IPPROTO_TCP || len < ihl + 20) {
+        tun_wq_commit(netstack.tun, len);
+        return;
+    }
+    size_t thl = (size_t)(pkt[ihl + 12] >> 4) * 4;
+    if (len - ihl - thl <= mss) {
+        tun_wq_commit(netstack.tun, len);
+        return;
+    }
+    const uint8_t *src = v6 ? pkt + 8 : pkt + 12, *dst = v6 ? pkt + 24 : pkt + 16;
+    uint16_t c = (uint16_t)~ip_csum_fold(ip_csum_pseudo(v6 ? 6 : 4, src, dst, IPPROTO_TCP,
+                                                         (uint32_t)(len - ihl)));
+    memcpy(pkt + ihl + 16, &c, 2);
+    struct tun_gso g = {.version = v6 ? 6 : 4, .hdr_len = (uint16_t)(ihl + thl),
+                        .gso_size = (uint16_t)mss, .csum_start = (uint16_t)ihl};
+    tun_wq_commit_gso(netstack.tun, len, &g);
+}
 
 /* lwIP hands a segment chain whose data stays referenced by its unacked
  * queue: copy it into the write queue, which the engine flushes once per
@@ -20,9 +53,12 @@ emit(struct pbuf *p)
 {
     uint8_t *slot = tun_wq_reserve(netstack.tun, p->tot_len);
     if (slot == NULL)
-        return ERR_OK; /* larger than the MTU: never happens with our MSS; TCP retransmits */
+        return ERR_OK; /* larger than the device takes: TCP retransmits smaller */
     pbuf_copy_partial(p, slot, p->tot_len, 0);
-    tun_wq_commit(netstack.tun, p->tot_len);
+    if (tun_offload(netstack.tun))
+        commit_tcp(slot, p->tot_len);
+    else
+        tun_wq_commit(netstack.tun, p->tot_len);
     return ERR_OK;
 }
 
@@ -82,7 +118,7 @@ netstack_init(struct engine *e, struct tun *tun, int mtu, char *err, size_t errl
     IP4_ADDR(&addr, 10, 77, 0, 2);
     IP4_ADDR(&mask, 255, 255, 255, 255);
     ip4_addr_set_zero(&gw);
-    init_mtu = mtu > 0xFFFF ? 0xFFFF : mtu;
+    init_mtu = tun_offload(tun) || mtu > 0xFFFF ? 0xFFFF : mtu;
     if (netif_add(&netstack.nif, &addr, &mask, &gw, NULL, nif_init, ip_input) == NULL) {
         snprintf(err, errlen, "lwIP refused the netif");
         return -1;
@@ -95,8 +131,9 @@ netstack_init(struct engine *e, struct tun *tun, int mtu, char *err, size_t errl
     netif_set_up(&netstack.nif);
     netif_set_link_up(&netstack.nif);
     netstack.st.heap_size = MEM_SIZE;
-    LOG_INFO("netstack: lwIP %s, window %d, heap %d MiB, mss follows mtu %d", LWIP_VERSION_STRING,
-             TCP_WND, MEM_SIZE >> 20, mtu);
+    LOG_INFO("netstack: lwIP %s, window %d, heap %d MiB, mss follows mtu %d%s",
+             LWIP_VERSION_STRING, TCP_WND, MEM_SIZE >> 20, mtu,
+             tun_offload(tun) ? ", 64 KiB segments with offload" : "");
     return 0;
 }
 

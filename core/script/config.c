@@ -137,6 +137,8 @@ read_tun(lua_State *L, int t, struct script_tun *tun)
     tun->batch = (int)opt_number(L, k, "batch", tun->batch);
     lua_getfield(L, k, "auto_route");
     tun->auto_route = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    tun->offload = lua_getfield(L, k, "offload") == LUA_TNIL || lua_toboolean(L, -1);
     lua_pop(L, 2);
 }
 

@@ -39,6 +39,7 @@ struct script_tun {
     int mtu;                  /* 0: leave the device's MTU */
     int batch;                /* packets per read batch */
     int auto_route;           /* route everything through the TUN (policy routing) */
+    int offload;              /* TCP segmentation offload (IFF_VNET_HDR), default on */
     struct script_cidr *exclude;
     size_t num_exclude;
 };

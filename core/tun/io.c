@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <linux/virtio_net.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,13 +10,22 @@
 /* The queue holds a burst of a 1 MiB window at least (~700 packets at MTU
  * 1500) before it must flush early. */
 #define WQ_MIN (2u << 20)
-#define WQ_HDR 2
+#define WQ_HDR 4 /* u32 length: a 64 KiB packet plus its virtio header */
+
+/* With IFF_VNET_HDR each queued packet is [u32 length][virtio_net_hdr]
+ * [packet], so one write() sends header and packet from one place. */
+static size_t
+vhdr(const struct tun *t)
+{
+    return t->vnet ? TUN_VNET_HDR : 0;
+}
 
 int
 tun_io_init(struct tun *t, int batch)
 {
     t->batch = batch < 1 ? 1 : batch > TUN_BATCH_MAX ? TUN_BATCH_MAX : batch;
-    t->bufsize = (size_t)t->mtu;
+    t->maxpkt = t->vnet ? 65535 : (size_t)t->mtu;
+    t->bufsize = t->maxpkt + vhdr(t);
     t->rbuf = malloc(t->bufsize * (size_t)t->batch);
     t->wq_cap = WQ_MIN > 16 * t->bufsize ? WQ_MIN : 16 * t->bufsize;
     t->wq = malloc(t->wq_cap);
@@ -41,12 +51,17 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
                 break;
             return b->n > 0 ? (int)b->n : -1;
         }
-        if (n == 0)
+        if ((size_t)n <= vhdr(t))
             break;
-        b->data[b->n] = p;
-        b->len[b->n] = (uint16_t)n;
+        /* An offloaded packet arrives whole (up to 64 KiB, one TCP segment
+         * to lwIP); its partial checksum does not matter: input checksums
+         * are not verified (the local kernel made the packet). */
+        if (t->vnet && ((struct virtio_net_hdr *)p)->gso_type != VIRTIO_NET_HDR_GSO_NONE)
+            t->st.gso_in++;
+        b->data[b->n] = p + vhdr(t);
+        b->len[b->n] = (uint16_t)((size_t)n - vhdr(t));
         b->n++;
-        t->st.bytes_in += (uint64_t)n;
+        t->st.bytes_in += (uint64_t)n - vhdr(t);
     }
     if (b->n > 0) {
         t->st.pkts_in += b->n;
@@ -58,20 +73,38 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
 uint8_t *
 tun_wq_reserve(struct tun *t, size_t len)
 {
-    if (len > t->bufsize || len == 0)
+    if (len > t->maxpkt || len == 0)
         return NULL;
-    if (t->wq_used + WQ_HDR + len > t->wq_cap)
+    if (t->wq_used + WQ_HDR + vhdr(t) + len > t->wq_cap)
         tun_wq_flush(t);
-    return t->wq + t->wq_used + WQ_HDR;
+    return t->wq + t->wq_used + WQ_HDR + vhdr(t);
 }
 
 void
 tun_wq_commit(struct tun *t, size_t len)
 {
-    uint16_t l = (uint16_t)len;
+    uint32_t l = (uint32_t)(len + vhdr(t));
     memcpy(t->wq + t->wq_used, &l, WQ_HDR);
-    t->wq_used += WQ_HDR + len;
+    if (t->vnet)
+        memset(t->wq + t->wq_used + WQ_HDR, 0, TUN_VNET_HDR);
+    t->wq_used += WQ_HDR + l;
     t->wq_count++;
+}
+
+void
+tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g)
+{
+    struct virtio_net_hdr h = {
+        .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
+        .gso_type = g->version == 4 ? VIRTIO_NET_HDR_GSO_TCPV4 : VIRTIO_NET_HDR_GSO_TCPV6,
+        .hdr_len = g->hdr_len,
+        .gso_size = g->gso_size,
+        .csum_start = g->csum_start,
+        .csum_offset = 16, /* the TCP checksum field */
+    };
+    tun_wq_commit(t, len);
+    memcpy(t->wq + t->wq_used - len - TUN_VNET_HDR, &h, TUN_VNET_HDR);
+    t->st.gso_out++;
 }
 
 void
@@ -81,16 +114,18 @@ tun_wq_flush(struct tun *t)
     if (t->wq_count == 0)
         return;
     while (off < t->wq_used) {
-        uint16_t l;
+        uint32_t l;
         memcpy(&l, t->wq + off, WQ_HDR);
         ssize_t n = write(t->fd, t->wq + off + WQ_HDR, l);
         if (n == (ssize_t)l) {
             t->st.pkts_out++;
-            t->st.bytes_out += l;
+            t->st.bytes_out += l - vhdr(t);
         } else {
             /* The kernel refused it (queue full, device down): TCP will
              * retransmit; counting is all that is left to do. */
-            t->st.wq_drops++;
+            if (t->st.wq_drops++ == 0)
+                LOG_WARN("tun %s: write of %u bytes: %s (counted as wq_drops from now on)",
+                         t->name, l, n < 0 ? strerror(errno) : "short write");
         }
         off += WQ_HDR + l;
     }

@@ -97,7 +97,7 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
         goto fail;
     }
     struct ifreq ifr = {0};
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (cfg->offload ? IFF_VNET_HDR : 0);
     snprintf(ifr.ifr_name, IFNAMSIZ, "%s", cfg->name);
     if (ioctl(t->fd, TUNSETIFF, &ifr) != 0) {
         snprintf(err, errlen, "tun %s: TUNSETIFF: %s%s", cfg->name, strerror(errno),
@@ -106,6 +106,19 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
     }
     snprintf(t->name, sizeof(t->name), "%s", ifr.ifr_name);
     int rc;
+    if (cfg->offload) {
+        /* TCP segmentation offload both ways: the kernel hands chute 64 KiB
+         * TCP packets instead of MTU-sized ones, and takes them back, which
+         * is what gets past one-syscall-per-packet at MTU 1500. */
+        int hdr = TUN_VNET_HDR;
+        unsigned off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+        if (ioctl(t->fd, TUNSETVNETHDRSZ, &hdr) != 0 || ioctl(t->fd, TUNSETOFFLOAD, off) != 0) {
+            snprintf(err, errlen, "tun %s: offload: %s (set tun.offload = false)", t->name,
+                     strerror(errno));
+            goto fail;
+        }
+        t->vnet = 1;
+    }
     if (cfg->mtu > 0) {
         ifr.ifr_mtu = cfg->mtu;
         if ((rc = ifreq_ioctl(SIOCSIFMTU, &ifr)) != 0) {
@@ -148,7 +161,8 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
         remove_routes(t);
         goto fail;
     }
-    LOG_INFO("tun %s: up, mtu %d, batch %d", t->name, t->mtu, t->batch);
+    LOG_INFO("tun %s: up, mtu %d, batch %d, offload %s", t->name, t->mtu, t->batch,
+             t->vnet ? "tso4+tso6" : "off");
     return t;
 fail:
     tun_close(t);
@@ -196,6 +210,12 @@ int
 tun_mtu(const struct tun *t)
 {
     return t->mtu;
+}
+
+int
+tun_offload(const struct tun *t)
+{
+    return t->vnet;
 }
 
 const char *

@@ -24,12 +24,23 @@ struct tun_batch {
     uint16_t len[TUN_BATCH_MAX];
 };
 
+/* Segmentation offload for one queued packet (IFF_VNET_HDR): a TCP packet
+ * whose payload the kernel cuts into |gso_size| segments, checksummed by the
+ * kernel from |csum_start| (the TCP header) on. */
+struct tun_gso {
+    uint8_t version;   /* 4 or 6 */
+    uint16_t hdr_len;  /* IP + TCP headers */
+    uint16_t gso_size; /* payload bytes per segment (the client's MSS) */
+    uint16_t csum_start;
+};
+
 struct tun_stats {
     uint64_t pkts_in, bytes_in;
     uint64_t pkts_out, bytes_out;
     uint64_t batches;            /* reads that returned at least one packet */
     uint64_t wq_flushes;
     uint64_t wq_drops;           /* packets the device refused (or too big) */
+    uint64_t gso_in, gso_out;    /* offloaded packets read / written (several segments each) */
 };
 
 /* Opens the device named in |cfg| (created if missing, attached if it
@@ -48,6 +59,9 @@ void tun_close(struct tun *t);
 
 int tun_fd(const struct tun *t);
 int tun_mtu(const struct tun *t);
+/* True when the device does segmentation offload: it hands chute TCP
+ * packets of up to 64 KiB and takes such packets back (tun_wq_commit_gso). */
+int tun_offload(const struct tun *t);
 const char *tun_name(const struct tun *t);
 
 /* Reads up to the batch size of packets without blocking. Returns the count
@@ -56,10 +70,14 @@ const char *tun_name(const struct tun *t);
 int tun_read_batch(struct tun *t, struct tun_batch *b);
 
 /* Reserves |len| bytes for one packet in the write queue (flushing first if
- * it is full) and returns where to build it; NULL if |len| exceeds the MTU.
- * tun_wq_commit queues it. Packets leave in order. */
+ * it is full) and returns where to build it; NULL if |len| exceeds the MTU
+ * (64 KiB with offload). tun_wq_commit queues it. Packets leave in order. */
 uint8_t *tun_wq_reserve(struct tun *t, size_t len);
 void tun_wq_commit(struct tun *t, size_t len);
+/* Queues the reserved packet as a TCP segmentation-offload packet. Its TCP
+ * checksum field must hold the pseudo-header sum (not inverted). Only with
+ * tun_offload(). */
+void tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g);
 /* Writes every queued packet to the device. */
 void tun_wq_flush(struct tun *t);
 size_t tun_wq_pending(const struct tun *t);

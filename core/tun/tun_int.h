@@ -14,17 +14,21 @@ struct tun {
     char name[16];
     int routed;
     int borrowed;   /* the fd belongs to the caller of tun_attach_fd */
+    int vnet;       /* IFF_VNET_HDR: every packet has a virtio_net_hdr in front */
+    size_t maxpkt;  /* the largest packet read or written: MTU, or 64 KiB with offload */
     uint32_t fwmark;
     struct script_cidr *exclude;
     size_t num_exclude;
     /* Read side: |batch| buffers of |bufsize| bytes. */
     uint8_t *rbuf;
     size_t bufsize;
-    /* Write queue: packets packed back to back as [u16 length][bytes]. */
+    /* Write queue: packets packed back to back as [u32 length][bytes]. */
     uint8_t *wq;
     size_t wq_cap, wq_used, wq_count;
     struct tun_stats st;
 };
+
+#define TUN_VNET_HDR 10 /* sizeof(struct virtio_net_hdr) */
 
 int tun_io_init(struct tun *t, int batch);
 void tun_io_fini(struct tun *t);
