@@ -19,12 +19,29 @@ local chute = {}
 ---@class chute.config.timeouts
 ---@field connect? number  seconds to connect upstream, and to finish a proxy handshake (default 10)
 ---@field idle? number     seconds without a byte before a flow is closed (default 300)
+---@field udp? number      seconds a UDP mapping lives without traffic (default 60)
+
+---@class chute.config.tun
+---@field name? string           device name, created if missing, attached if it exists (default "chute0")
+---@field address? string|string[]  "IP/PREFIX" addresses given to the device
+---@field mtu? integer           1280..65535; lwIP's MSS follows it (default: the device's)
+---@field batch? integer         packets drained per read batch, 1..256 (default 64)
+---@field auto_route? boolean    route everything without chute's mark through the TUN (default false)
+---@field exclude? string|string[]  "IP/PREFIX" kept on the main routing table (with auto_route)
+---@field offload? boolean       TCP segmentation offload with the kernel (default true)
+
+---@class chute.config.outbound
+---@field interface? string      upstream sockets bind to this device (SO_BINDTODEVICE)
+---@field fwmark? integer        upstream sockets carry this mark (default 0x2022 with auto_route)
 
 ---@class chute.config
 ---@field log_level? "error"|"warn"|"info"|"debug"  default "info"; `chute run --log-level` wins
 ---@field fallback? chute.policy  policy when route() fails, overruns or names no known policy (default "DIRECT")
 ---@field listen? chute.config.listen
 ---@field timeouts? chute.config.timeouts
+---@field tun? chute.config.tun  capture a machine's traffic on a TUN device (root)
+---@field outbound? chute.config.outbound
+---@field decision_cache? integer  entries of the per-destination decision cache, 0 off (default 4096)
 ---@field budget? integer  Lua instructions per route() call (default 100000, at least 1000)
 ---@field lua_memory_mb? integer  memory cap of the script state (default 64)
 
