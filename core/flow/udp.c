@@ -55,6 +55,45 @@ entry_free(struct entry *x, const char *reason)
     free(x);
 }
 
+/* The upstream answered a datagram with ICMP port unreachable (the kernel
+ * reports it on the connected socket): tell the client the same way, so it
+ * fails at once instead of waiting for a reply. The quoted datagram is
+ * rebuilt from the 5-tuple. */
+static void
+refused_upstream(struct entry *x)
+{
+    const struct flow_key *k = &x->node.key;
+    uint8_t orig[48] = {0};
+    size_t ihl = k->version == 4 ? 20 : 40;
+    if (k->version == 4) {
+        orig[0] = 0x45;
+        orig[3] = 28;
+        orig[8] = 64;
+        orig[9] = IPPROTO_UDP;
+        memcpy(orig + 12, k->src, 4);
+        memcpy(orig + 16, k->dst, 4);
+    } else {
+        orig[0] = 0x60;
+        orig[5] = 8;
+        orig[6] = IPPROTO_UDP;
+        orig[7] = 64;
+        memcpy(orig + 8, k->src, 16);
+        memcpy(orig + 24, k->dst, 16);
+    }
+    orig[ihl] = (uint8_t)(k->sport >> 8);
+    orig[ihl + 1] = (uint8_t)k->sport;
+    orig[ihl + 2] = (uint8_t)(k->dport >> 8);
+    orig[ihl + 3] = (uint8_t)k->dport;
+    orig[ihl + 5] = 8;
+    struct ip_view v;
+    if (ip_view_parse(&v, orig, ihl + 8) != IP_OK)
+        return;
+    uint8_t *slot = tun_wq_reserve(x->t->e->tun, 128);
+    size_t len = slot ? ip_build_unreach(slot, 128, &v, 3, 4) : 0;
+    if (len > 0)
+        tun_wq_commit(x->t->e->tun, len);
+}
+
 /* Upstream replies become IP packets from the original destination back to
  * the client's port, queued for the next write-queue flush. */
 static void
@@ -67,8 +106,10 @@ on_reply(struct ev_loop *loop, ev_io *w, int revents)
     size_t hdr = k->version == 4 ? 28 : 48;
     for (int i = 0; i < READ_BURST; i++) {
         ssize_t n = recv(x->fd, t->buf, sizeof(t->buf), 0);
+        if (n < 0 && errno == ECONNREFUSED)
+            refused_upstream(x);
         if (n < 0)
-            break; /* EAGAIN, or an ICMP error reported on the socket */
+            break;
         x->last = ev_now(loop);
         uint8_t *slot = tun_wq_reserve(tun, hdr + (size_t)n);
         size_t len = slot ? ip_build_udp(slot, hdr + (size_t)n, k->version, k->dst, k->dport,

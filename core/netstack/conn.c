@@ -265,6 +265,10 @@ pump_tx(struct conn *c)
         }
         c->last = now();
         wrote = 1;
+        /* Counted as queued to the client, as the socket relays count bytes
+         * handed to the kernel: a flow closed with bytes in flight still
+         * shows what it carried. */
+        c->flow.bytes_down += (uint64_t)n;
         if (tcp_write(c->pcb, scratch, (u16_t)n, TCP_WRITE_FLAG_COPY) != ERR_OK) {
             /* The queue is full rather than the buffer (lwip.md §6.2): keep
              * the bytes and go on from the sent callback. */
@@ -339,7 +343,6 @@ static err_t
 on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
 {
     struct conn *c = arg;
-    c->flow.bytes_down += len;
     c->last = now();
     if (c->paused_snd && !c->paused_mem) {
         c->paused_snd = 0;
