@@ -451,6 +451,7 @@ req_step(struct conn *c)
             return 0;
         }
         c->head_off += (size_t)n;
+        c->flow.bytes_up += (uint64_t)n; /* the origin-form head is the origin's payload */
         return 1;
     }
     if (c->cin.fwd > 0) {
@@ -596,9 +597,11 @@ step(struct conn *c)
             return 0;
         }
     }
-    /* Busy: let other connections run, then continue. */
-    c->want_crd = c->want_urd = 1;
+    /* Busy: let other connections run, then come back even if no socket
+     * event would wake this one (say, its peers went quiet with bytes still
+     * queued here). conn_free's ev_io_stop clears a fed event. */
     apply_watchers(c);
+    ev_feed_event(engine_of(c)->loop, &c->crd, EV_READ);
     return 0;
 }
 

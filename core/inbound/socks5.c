@@ -152,7 +152,12 @@ advance(struct conn *c)
             if (n == SOCKS5_NEED_MORE)
                 return 0;
             if (n < 0) {
-                conn_free(c, "bad greeting"); /* no method reply exists for a bad version */
+                /* A version-5 greeting we cannot use gets "no acceptable
+                 * method"; another version gets nothing (it speaks no SOCKS5). */
+                static const uint8_t none[2] = {5, SOCKS5_METHOD_NONE};
+                if (n == SOCKS5_ERR_BAD)
+                    send_all(c, none, 2);
+                conn_free(c, "bad greeting");
                 return -1;
             }
             consume(c, (size_t)n);

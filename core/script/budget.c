@@ -1,3 +1,5 @@
+#include <stdio.h>
+
 #include "script/script_int.h"
 
 /* The count hook fires every BUDGET_STEP instructions. Once the budget is
@@ -15,13 +17,17 @@ hook(lua_State *L, lua_Debug *ar)
         if (s->used < s->budget)
             return;
         s->tripped = 1;
+        /* Level 0 in a hook is the running Lua function: its line is the
+         * culprit, and every re-raise below names it, not the line of the
+         * pcall that caught the first one. */
+        luaL_where(L, 0);
+        snprintf(s->trip_where, sizeof(s->trip_where), "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
         lua_sethook(L, hook, LUA_MASKCOUNT, 1);
         lua_sethook(s->L, hook, LUA_MASKCOUNT, 1); /* so coroutine.resume cannot swallow it */
     }
-    /* Level 0 in a hook is the running Lua function: its line is the culprit. */
-    luaL_where(L, 0);
-    lua_pushfstring(L, "instruction budget exceeded (%d instructions)", (int)s->budget);
-    lua_concat(L, 2);
+    lua_pushfstring(L, "%sinstruction budget exceeded (%d instructions)", s->trip_where,
+                    (int)s->budget);
     lua_error(L);
 }
 

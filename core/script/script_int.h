@@ -17,6 +17,7 @@ struct script {
     uint32_t budget;      /* current call's limit */
     uint32_t used;        /* instructions counted in this call */
     int tripped;          /* the budget ran out: keep raising until the call unwinds */
+    char trip_where[96];  /* "file:line: " where it ran out */
     int env_ref;          /* the sandbox _ENV shared by the bundle's chunks */
     int state_ref;        /* chute.lua's state table */
     int route_ref;        /* chute.route, or LUA_NOREF */

@@ -53,7 +53,7 @@ expect "nor can xpcall with a handler" 0 "DIRECT${T}fallback: budget" "$(over bu
 chute route budget coroutine.test
 expect "nor coroutine.resume of a coroutine made in route()" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:17)"
 chute route budget load-coroutine.test
-expect "nor coroutine.resume of a coroutine made at load" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:19)"
+expect "nor coroutine.resume of a coroutine made at load" 0 "DIRECT${T}fallback: budget" "$(over budget/main.lua:6)"
 chute route budget within.test
 expect "a bounded loop under the budget completes" 0 "REJECT${T}route" ""
 
