@@ -30,6 +30,18 @@ echo(struct engine *e, const struct ip_view *v)
     }
 }
 
+/* Destinations no flow may have: unspecified, loopback, multicast and
+ * broadcast. lwIP would answer from its own address, and a DIRECT socket
+ * to 0.0.0.0 or :: reaches this host's own services. */
+static int
+bad_destination(const struct ip_view *v)
+{
+    static const uint8_t v6_any[16], v6_loop[16] = {[15] = 1};
+    if (v->version == 4)
+        return v->dst[0] == 0 || v->dst[0] == 127 || v->dst[0] >= 224;
+    return v->dst[0] == 0xff || memcmp(v->dst, v6_any, 16) == 0 || memcmp(v->dst, v6_loop, 16) == 0;
+}
+
 static void
 packet(struct engine *e, const uint8_t *p, size_t len)
 {
@@ -37,6 +49,10 @@ packet(struct engine *e, const uint8_t *p, size_t len)
     int rc = ip_view_parse(&v, p, len);
     if (rc != IP_OK) {
         e->dp.drops[-rc]++;
+        return;
+    }
+    if ((v.proto == IPPROTO_TCP || v.proto == IPPROTO_UDP) && bad_destination(&v)) {
+        e->dp.bad_dst++;
         return;
     }
     switch (v.proto) {

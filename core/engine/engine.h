@@ -24,6 +24,7 @@ struct engine_dp_stats {
     uint64_t drops[8];  /* by -enum ip_err: truncated, version, length, fragment, proto, l4 */
     uint64_t icmp_echo; /* echo requests answered locally */
     uint64_t icmp_other;/* other ICMP: dropped */
+    uint64_t bad_dst;   /* TCP/UDP to unspecified, loopback, multicast, broadcast */
 };
 
 struct engine {

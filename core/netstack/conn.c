@@ -491,8 +491,10 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
             netstack_inject(v->pkt, v->pkt_len, v);
         return;
     }
-    if (v->pkt_len > SYN_MAX)
-        return; /* a SYN carrying data (TFO): the client retries without it */
+    if (v->pkt_len > SYN_MAX) {
+        netstack.st.syn_dropped++; /* a SYN carrying data (TFO): the client retries without it */
+        return;
+    }
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return;

@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <linux/virtio_net.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
  * 1500) before it must flush early. */
 #define WQ_MIN (2u << 20)
 #define WQ_HDR 4 /* u32 length: a 64 KiB packet plus its virtio header */
+#define RD_SKEW 6
 
 /* With IFF_VNET_HDR each queued packet is [u32 length][virtio_net_hdr]
  * [packet], so one write() sends header and packet from one place. */
@@ -26,7 +28,10 @@ tun_io_init(struct tun *t, int batch)
     t->batch = batch < 1 ? 1 : batch > TUN_BATCH_MAX ? TUN_BATCH_MAX : batch;
     t->maxpkt = t->vnet ? 65535 : (size_t)t->mtu;
     t->bufsize = t->maxpkt + vhdr(t);
-    t->rbuf = malloc(t->bufsize * (size_t)t->batch);
+    /* Each read slot starts 6 bytes into a 64-byte aligned stride, so the IP
+     * header after a 10-byte virtio header lands on a 16-byte boundary. */
+    t->stride = (t->bufsize + RD_SKEW + 63) & ~(size_t)63;
+    t->rbuf = aligned_alloc(64, t->stride * (size_t)t->batch);
     t->wq_cap = WQ_MIN > 16 * t->bufsize ? WQ_MIN : 16 * t->bufsize;
     t->wq = malloc(t->wq_cap);
     return t->rbuf && t->wq ? 0 : -1;
@@ -44,7 +49,7 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
 {
     b->n = 0;
     while (b->n < (size_t)t->batch) {
-        uint8_t *p = t->rbuf + b->n * t->bufsize;
+        uint8_t *p = t->rbuf + b->n * t->stride + (t->vnet ? RD_SKEW : 0);
         ssize_t n = read(t->fd, p, t->bufsize);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
@@ -56,7 +61,7 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
         /* An offloaded packet arrives whole (up to 64 KiB, one TCP segment
          * to lwIP); its partial checksum does not matter: input checksums
          * are not verified (the local kernel made the packet). */
-        if (t->vnet && ((struct virtio_net_hdr *)p)->gso_type != VIRTIO_NET_HDR_GSO_NONE)
+        if (t->vnet && p[offsetof(struct virtio_net_hdr, gso_type)] != VIRTIO_NET_HDR_GSO_NONE)
             t->st.gso_in++;
         b->data[b->n] = p + vhdr(t);
         b->len[b->n] = (uint16_t)((size_t)n - vhdr(t));

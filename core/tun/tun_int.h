@@ -19,9 +19,9 @@ struct tun {
     uint32_t fwmark;
     struct script_cidr *exclude;
     size_t num_exclude;
-    /* Read side: |batch| buffers of |bufsize| bytes. */
+    /* Read side: |batch| buffers of |bufsize| bytes, |stride| apart. */
     uint8_t *rbuf;
-    size_t bufsize;
+    size_t bufsize, stride;
     /* Write queue: packets packed back to back as [u32 length][bytes]. */
     uint8_t *wq;
     size_t wq_cap, wq_used, wq_count;
