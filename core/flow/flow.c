@@ -68,6 +68,14 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
 }
 
 void
+flow_log_connect_failed(const struct flow *f, const char *why)
+{
+    char dst[300];
+    flow_addr_format(&f->dst, dst, sizeof(dst));
+    LOG_INFO("flow %llu: connect %s: %s", (unsigned long long)f->id, dst, why);
+}
+
+void
 flow_table_stats(const struct flow_table *t, struct flow_table_stats *out)
 {
     *out = t->st;

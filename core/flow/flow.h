@@ -54,6 +54,9 @@ void flow_table_remove(struct flow_table *t, struct flow *f, double now, const c
 
 void flow_table_stats(const struct flow_table *t, struct flow_table_stats *out);
 
+/* Logs that |f|'s upstream could not be reached, and why. */
+void flow_log_connect_failed(const struct flow *f, const char *why);
+
 /* Formatting helpers for logs and the script: "1.2.3.4", "[::1]:80", "name:443". */
 const char *flow_network_name(enum flow_network n);
 const char *flow_inbound_name(enum flow_inbound i);

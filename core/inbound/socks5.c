@@ -110,9 +110,7 @@ on_connected(void *arg, int fd, int err, const char *why)
     struct engine *e = engine_of(c);
     c->oc = NULL;
     if (fd < 0) {
-        char dst[300];
-        flow_addr_format(&c->flow.dst, dst, sizeof(dst));
-        LOG_INFO("flow %llu: connect %s: %s", (unsigned long long)c->flow.id, dst, why);
+        flow_log_connect_failed(&c->flow, why);
         fail(c, rep_for_errno(err), "connect failed");
         return;
     }

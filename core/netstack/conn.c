@@ -444,9 +444,7 @@ on_connected(void *arg, int fd, int err, const char *why)
     c->oc = NULL;
     if (fd < 0) {
         struct ip_view v;
-        char dst[300];
-        flow_addr_format(&c->flow.dst, dst, sizeof(dst));
-        LOG_INFO("flow %llu: connect %s: %s", (unsigned long long)c->flow.id, dst, why);
+        flow_log_connect_failed(&c->flow, why);
         if (ip_view_parse(&v, c->syn, c->syn_len) == IP_OK)
             netstack_send_rst(&v);
         conn_free(c, "connect failed", 0);
