@@ -155,6 +155,23 @@ flow_sockaddr_format(const struct sockaddr_storage *ss, char *buf, size_t len)
     }
 }
 
+void
+flow_sockaddr_set(struct sockaddr_storage *ss, int version, const uint8_t *ip, uint16_t port)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (version == 4) {
+        struct sockaddr_in *s = (struct sockaddr_in *)ss;
+        s->sin_family = AF_INET;
+        s->sin_port = htons(port);
+        memcpy(&s->sin_addr, ip, 4);
+    } else {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
+        s->sin6_family = AF_INET6;
+        s->sin6_port = htons(port);
+        memcpy(&s->sin6_addr, ip, 16);
+    }
+}
+
 int
 flow_addr_from_ip(struct flow_addr *a, const char *ip, size_t len, uint16_t port)
 {

@@ -23,6 +23,8 @@ struct flow {
     enum flow_network network;
     enum flow_inbound inbound;
     struct sockaddr_storage src;
+    struct sockaddr_storage local; /* what the client's socket is connected to: the
+                                    * listener (proxies) or the destination (TUN) */
     struct flow_addr dst;     /* as the client asked: IP literal or name */
     int policy;               /* enum flow_policy (or a later proxy id) */
     const char *rule;         /* what decided: "route", "fallback: <reason>" (static) */
@@ -66,6 +68,8 @@ void flow_addr_host(const struct flow_addr *a, char *buf, size_t len);
 /* Writes "host:port" ("[v6]:port") into |buf|. */
 void flow_addr_format(const struct flow_addr *a, char *buf, size_t len);
 void flow_sockaddr_format(const struct sockaddr_storage *ss, char *buf, size_t len);
+/* Sets |ss| to IPv|version| address |ip| (4 or 16 bytes) and |port| (host order). */
+void flow_sockaddr_set(struct sockaddr_storage *ss, int version, const uint8_t *ip, uint16_t port);
 /* Parses an IP literal (v4 or v6, no brackets) into |a|; returns 0 or -1. */
 int flow_addr_from_ip(struct flow_addr *a, const char *ip, size_t len, uint16_t port);
 /* Sets |a| to an IP literal if |host| is one, else to a name. -1 if too long

@@ -150,19 +150,9 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_k
     x->node.key = *k;
     x->flow.network = FLOW_UDP;
     x->flow.inbound = FLOW_IN_TUN;
-    if (v->version == 4) {
-        struct sockaddr_in *s = (struct sockaddr_in *)&x->flow.src;
-        s->sin_family = AF_INET;
-        s->sin_port = htons(v->sport);
-        memcpy(&s->sin_addr, v->src, 4);
-        x->flow.dst.kind = FLOW_ADDR_IP4;
-    } else {
-        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&x->flow.src;
-        s->sin6_family = AF_INET6;
-        s->sin6_port = htons(v->sport);
-        memcpy(&s->sin6_addr, v->src, 16);
-        x->flow.dst.kind = FLOW_ADDR_IP6;
-    }
+    flow_sockaddr_set(&x->flow.src, v->version, v->src, v->sport);
+    flow_sockaddr_set(&x->flow.local, v->version, v->dst, v->dport);
+    x->flow.dst.kind = v->version == 4 ? FLOW_ADDR_IP4 : FLOW_ADDR_IP6;
     x->flow.dst.port = v->dport;
     memcpy(x->flow.dst.ip, v->dst, 16);
     flow_hash_insert(t->h, &x->node, hash);

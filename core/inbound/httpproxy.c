@@ -379,11 +379,12 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
         return 1;
     }
     end_flow(c, "done");
-    struct sockaddr_storage src = c->flow.src;
+    struct sockaddr_storage src = c->flow.src, local = c->flow.local;
     memset(&c->flow, 0, sizeof(c->flow));
     c->flow.network = FLOW_TCP;
     c->flow.inbound = FLOW_IN_HTTP;
     c->flow.src = src;
+    c->flow.local = local;
     c->flow.dst = dst;
     flow_table_add(e->flows, &c->flow, ev_now(e->loop));
     c->flow_added = 1;
@@ -638,6 +639,8 @@ inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_st
     c->up = -1;
     c->base._close = close_conn;
     c->flow.src = *peer;
+    socklen_t llen = sizeof(c->flow.local);
+    getsockname(fd, (struct sockaddr *)&c->flow.local, &llen);
     inbound_conn_link(l, &c->base);
     ev_io_init(&c->crd, on_io, fd, EV_READ);
     ev_io_init(&c->cwr, on_io, fd, EV_WRITE);

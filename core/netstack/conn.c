@@ -459,22 +459,6 @@ on_connected(void *arg, int fd, int err, const char *why)
     inject_syn(c); /* lwIP answers SYN-ACK; accept follows the client's ACK */
 }
 
-static void
-sockaddr_from_view(struct sockaddr_storage *ss, const struct ip_view *v)
-{
-    memset(ss, 0, sizeof(*ss));
-    if (v->version == 4) {
-        struct sockaddr_in *s = (struct sockaddr_in *)ss;
-        s->sin_family = AF_INET;
-        s->sin_port = htons(v->sport);
-        memcpy(&s->sin_addr, v->src, 4);
-    } else {
-        struct sockaddr_in6 *s = (struct sockaddr_in6 *)ss;
-        s->sin6_family = AF_INET6;
-        s->sin6_port = htons(v->sport);
-        memcpy(&s->sin6_addr, v->src, 16);
-    }
-}
 
 void
 netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t hash,
@@ -506,7 +490,8 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     c->urd.data = c->uwr.data = c->hs_timer.data = c;
     c->flow.network = FLOW_TCP;
     c->flow.inbound = FLOW_IN_TUN;
-    sockaddr_from_view(&c->flow.src, v);
+    flow_sockaddr_set(&c->flow.src, v->version, v->src, v->sport);
+    flow_sockaddr_set(&c->flow.local, v->version, v->dst, v->dport);
     c->flow.dst.kind = v->version == 4 ? FLOW_ADDR_IP4 : FLOW_ADDR_IP6;
     c->flow.dst.port = v->dport;
     memcpy(c->flow.dst.ip, v->dst, 16);

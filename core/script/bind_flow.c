@@ -1,5 +1,6 @@
 #include <string.h>
 
+#include "flow/process.h"
 #include "script/script_int.h"
 
 /* route() gets the flow as a small userdata whose fields are produced only
@@ -47,6 +48,39 @@ src_port(const struct sockaddr_storage *ss)
     return 0;
 }
 
+/* The process behind the flow, looked up once per flow however many of its
+ * fields the script reads (a /proc walk: paid only by scripts that ask). */
+static const struct flow_process *
+process_of(const struct flow *f)
+{
+    static struct flow_process cached;
+    static const struct flow *cached_flow;
+    static uint64_t cached_id;
+    static int found;
+    if (cached_flow != f || cached_id != f->id) {
+        found = flow_process_lookup(f, &cached) == 0;
+        cached_flow = f;
+        cached_id = f->id;
+    }
+    return found ? &cached : NULL;
+}
+
+static int
+push_process_field(lua_State *L, struct flow *f, char which)
+{
+    f->_reads |= FLOW_READ_UNCACHEABLE;
+    const struct flow_process *p = process_of(f);
+    if (p == NULL || (which != 'u' && p->pid == 0))
+        lua_pushnil(L);
+    else if (which == 'n')
+        lua_pushstring(L, p->name);
+    else if (which == 'p')
+        lua_pushstring(L, p->path);
+    else
+        lua_pushinteger(L, (lua_Integer)p->uid);
+    return 1;
+}
+
 static int
 flow_index(lua_State *L)
 {
@@ -82,9 +116,16 @@ flow_index(lua_State *L)
     } else if (n == 2 && memcmp(k, "id", 2) == 0) {
         f->_reads |= FLOW_READ_UNCACHEABLE;
         lua_pushinteger(L, (lua_Integer)f->id);
+    } else if (n == 12 && memcmp(k, "process_name", 12) == 0) {
+        push_process_field(L, f, 'n');
+    } else if (n == 12 && memcmp(k, "process_path", 12) == 0) {
+        push_process_field(L, f, 'p');
+    } else if (n == 3 && memcmp(k, "uid", 3) == 0) {
+        push_process_field(L, f, 'u');
     } else {
         return luaL_error(L, "flow has no field '%s' (fields: network, src_ip, src_port, "
-                             "dst_ip, dst_port, host, inbound, id)", k);
+                             "dst_ip, dst_port, host, inbound, id, process_name, "
+                             "process_path, uid)", k);
     }
     return 1;
 }

@@ -59,6 +59,9 @@ function chute.config(t) end
 ---@field dst_ip string?               the destination when it is an IP literal
 ---@field dst_port integer
 ---@field host string?                 the destination name when the client gave one
+---@field process_name string?         the local process behind the client's socket (Linux; looked up when read)
+---@field process_path string?         its executable's path
+---@field uid integer?                 the socket owner's uid
 
 --- Called once per new flow; returns the policy the flow takes. Returning
 --- nil gives the fallback. Runs under the instruction budget; an error or an

@@ -1,0 +1,31 @@
+#ifndef CHUTE_FLOW_SNIFF_H
+#define CHUTE_FLOW_SNIFF_H
+
+/* Sniffers of a flow's first client bytes, for flows that arrive without a
+ * name (a raw IP connect, no fake-IP mapping): the TLS ClientHello's SNI and
+ * the HTTP/1 Host header. Sans-I/O: called again with more bytes as they
+ * arrive, never reading past |len|. */
+
+#include <stddef.h>
+
+enum {
+    FLOW_SNIFF_NEED_MORE = 0,  /* a prefix of what could still carry a name */
+    FLOW_SNIFF_NONE = -1,      /* not this protocol, or no name in it */
+};
+
+/* TLS: a ClientHello (record type 22, handshake type 1), possibly split
+ * across records and reads, with the server_name extension (type 0, host
+ * name type 0). On success writes the name, lowercased, NUL-terminated, to
+ * |out| (|outlen| >= 256) and returns its length (> 0). A name that is not a
+ * valid host name (empty, over 253 bytes, bytes outside [A-Za-z0-9.-_]) is
+ * FLOW_SNIFF_NONE. Also stores in |*alpn_h2| whether ALPN offers "h2" (may
+ * be NULL). Gives up (NONE) once |len| passes 16 KiB + record headers. */
+int flow_sniff_tls(const unsigned char *p, size_t len, char *out, size_t outlen, int *alpn_h2);
+
+/* HTTP/1.x: a request line with a known method token, then headers up to
+ * the Host header (any case, value trimmed, port stripped, IPv6 literal
+ * brackets kept out). Returns the name's length, NEED_MORE, or NONE (not
+ * HTTP, or the head ended without Host, or 8 KiB passed without it). */
+int flow_sniff_http(const unsigned char *p, size_t len, char *out, size_t outlen);
+
+#endif
