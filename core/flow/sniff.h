@@ -17,7 +17,7 @@ enum {
  * across records and reads, with the server_name extension (type 0, host
  * name type 0). On success writes the name, lowercased, NUL-terminated, to
  * |out| (|outlen| >= 256) and returns its length (> 0). A name that is not a
- * valid host name (empty, over 253 bytes, bytes outside [A-Za-z0-9.-_]) is
+ * valid host name (empty, over 253 bytes, bytes outside [A-Za-z0-9._-]) is
  * FLOW_SNIFF_NONE. Also stores in |*alpn_h2| whether ALPN offers "h2" (may
  * be NULL). Gives up (NONE) once |len| passes 16 KiB + record headers. */
 int flow_sniff_tls(const unsigned char *p, size_t len, char *out, size_t outlen, int *alpn_h2);
