@@ -30,7 +30,7 @@ expect "a bare IPv6 literal from the HTTP inbound" 0 "DIRECT${T}route" \
 "$(line 'nil(nil)' tcp '2001:db8::2(string)' 443 http)
 info  script: tostring: flow 1 tcp -> [2001:db8::2]:443"
 
-fields="fields: network, src_ip, src_port, dst_ip, dst_port, host, inbound, id"
+fields="fields: network, src_ip, src_port, dst_ip, dst_port, host, inbound, id, process_name, process_path, uid"
 chute route route-misuse field.test
 expect "an unknown field is an error naming it and the fields" 0 "DIRECT${T}fallback: error" \
     "warn  flow 1: route() failed: route-misuse/main.lua:7: flow has no field 'dst_host' ($fields); using DIRECT"
