@@ -56,13 +56,16 @@
  * min(TCP_MSS, netif MTU - 40) with TCP_CALCULATE_EFF_SEND_MSS, so TCP_MSS
  * is the largest any MTU allows. The window is a build option
  * (-DCHUTE_LWIP_WND=...): lwIP checks it with #if, so it cannot follow the
- * MTU at run time. 64 KiB suits MTU 1500 (lwIP 2.1.3 walks its whole send
- * queue per write, and a 1 MiB queue of 1460-byte segments is slow); 1 MiB
- * pays at MTU 9000 and above (shared/notes/lwip.md §6.2). */
+ * MTU at run time. 1 MiB is the default: with TUN offload lwIP sends 64 KiB
+ * segments whatever the MTU, so its queue holds ~16 segments, not the ~700
+ * of 1460 bytes whose walk made 1 MiB slower than 64 KiB at MTU 1500
+ * (shared/notes/lwip.md §6.2); scripts/bench/tun measured 1 MiB ahead at
+ * every MTU with offload. 64 KiB suits builds for hosts without offload at
+ * MTU 1500. */
 #define TCP_MSS 65495
 #define TCP_CALCULATE_EFF_SEND_MSS 1
 #ifndef CHUTE_LWIP_WND
-#define CHUTE_LWIP_WND (64 * 1024)
+#define CHUTE_LWIP_WND (1024 * 1024)
 #endif
 #define TCP_WND CHUTE_LWIP_WND
 #if CHUTE_LWIP_WND > (0xFFFF << 2)

@@ -21,6 +21,7 @@
 #define PRIO_EXCLUDE 9000
 #define PRIO_CAPTURE 9001
 #define RT_MAIN 254
+#define TUN_TXQLEN 10000
 
 static int
 ifreq_ioctl(int req, struct ifreq *ifr)
@@ -138,6 +139,12 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
             goto fail;
         }
     }
+    /* The kernel queues what chute writes in front of the client's stack; at
+     * the default 500 packets, eight 1 MiB windows of 1500-byte packets
+     * overflow it and the clients retransmit. */
+    ifr.ifr_qlen = TUN_TXQLEN;
+    if ((rc = ifreq_ioctl(SIOCSIFTXQLEN, &ifr)) != 0)
+        LOG_WARN("tun %s: txqueuelen %d: %s", t->name, TUN_TXQLEN, strerror(-rc));
     if ((rc = ifreq_ioctl(SIOCGIFFLAGS, &ifr)) == 0) {
         ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
         rc = ifreq_ioctl(SIOCSIFFLAGS, &ifr);
