@@ -8,10 +8,8 @@
 #include <strings.h>
 
 #include "rules/list.h"
+#include "rules/list_int.h"
 
-/* In list_line.c; a folder-private list_int.h would hold it. */
-int rules_list_line_parse(enum rules_format fmt, struct mem_slice text, struct rules_entry *out,
-                          size_t max, char *msg, size_t msglen);
 
 #define MAX_ENTRIES 32 /* per line: mihomo port lists "80/443/..." */
 #define DETECT_ITEMS 4096

@@ -22,22 +22,22 @@ enum rules_format {
 };
 
 enum rules_type {
-    RULES_DOMAIN,          /* exact name */
-    RULES_DOMAIN_SUFFIX,   /* the name and its subdomains */
-    RULES_DOMAIN_KEYWORD,
-    RULES_DOMAIN_REGEX,
-    RULES_DOMAIN_WILDCARD, /* Clash "*.a.com" (exactly one label) and other '*' '?' patterns */
-    RULES_DOMAIN_SUBS,     /* Clash ".a.com": subdomains only, not a.com itself */
-    RULES_IP_CIDR,         /* IPv4 or IPv6 prefix (IP-CIDR, IP-CIDR6) */
-    RULES_SRC_IP_CIDR,     /* SRC-IP, SRC-IP-CIDR */
-    RULES_DST_PORT,        /* DST-PORT / DEST-PORT: "80", "8000-9000" */
-    RULES_SRC_PORT,
-    RULES_PROCESS_NAME,
-    RULES_PROCESS_PATH,
-    RULES_NETWORK,         /* NETWORK / PROTOCOL: tcp or udp */
-    RULES_GEOIP,           /* GEOIP,CC: parsed, matched later if ever */
-    RULES_IP_ASN,
-    RULES_TYPE_COUNT,
+    RULES_T_DOMAIN,          /* exact name */
+    RULES_T_DOMAIN_SUFFIX,   /* the name and its subdomains */
+    RULES_T_DOMAIN_KEYWORD,
+    RULES_T_DOMAIN_REGEX,
+    RULES_T_DOMAIN_WILDCARD, /* Clash "*.a.com" (exactly one label) and other '*' '?' patterns */
+    RULES_T_DOMAIN_SUBS,     /* Clash ".a.com": subdomains only, not a.com itself */
+    RULES_T_IP_CIDR,         /* IPv4 or IPv6 prefix (IP-CIDR, IP-CIDR6) */
+    RULES_T_SRC_IP_CIDR,     /* SRC-IP, SRC-IP-CIDR */
+    RULES_T_DST_PORT,        /* DST-PORT / DEST-PORT: "80", "8000-9000" */
+    RULES_T_SRC_PORT,
+    RULES_T_PROCESS_NAME,
+    RULES_T_PROCESS_PATH,
+    RULES_T_NETWORK,         /* NETWORK / PROTOCOL: tcp or udp */
+    RULES_T_GEOIP,           /* GEOIP,CC: parsed, matched later if ever */
+    RULES_T_IP_ASN,
+    RULES_T_TYPE_COUNT,
 };
 
 #define RULES_OPT_NO_RESOLVE 0x01
@@ -57,7 +57,8 @@ struct rules_entry {
     uint16_t port_lo, port_hi;
 };
 
-/* Returns 0 to go on, non-zero to stop the parse (that value is returned). */
+/* Returns 0 to go on, or a positive value to stop the parse (that value is
+ * returned; negative values are the parser's own errors). */
 typedef int (*rules_entry_cb)(void *arg, const struct rules_entry *e);
 
 struct rules_list_error {
@@ -75,6 +76,8 @@ struct rules_list_error {
  * field) are errors too. */
 #define RULES_LIST_ERR_LINE (-1)
 #define RULES_LIST_ERR_FORMAT (-2) /* AUTO could not tell the format */
+/* |cb|, |skipped| and |err| may be NULL; with |skip_invalid|, |err| keeps the
+ * first line skipped. */
 int rules_list_parse(const char *buf, size_t len, enum rules_format fmt, int skip_invalid,
                      rules_entry_cb cb, void *arg, size_t *skipped, struct rules_list_error *err);
 

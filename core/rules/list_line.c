@@ -10,13 +10,8 @@
 #include <sys/socket.h>
 
 #include "rules/list.h"
+#include "rules/list_int.h"
 
-/* Shared with list.c only (a folder-private list_int.h would hold it).
- * |text| is trimmed and free of comments; |fmt| is not AUTO; |max| >= 1.
- * Returns the number of entries written to |out| (1, or more for a port
- * list "80/443"), or -1 with the reason in |msg| (which may be NULL). */
-int rules_list_line_parse(enum rules_format fmt, struct mem_slice text, struct rules_entry *out,
-                          size_t max, char *msg, size_t msglen);
 
 #define MAX_FIELDS 8
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -35,24 +30,24 @@ static const struct {
     enum rules_type type;
     unsigned flags;
 } types[] = {
-    {"DOMAIN", RULES_DOMAIN, T_DOMAIN},
-    {"DOMAIN-SUFFIX", RULES_DOMAIN_SUFFIX, T_DOMAIN},
-    {"DOMAIN-KEYWORD", RULES_DOMAIN_KEYWORD, T_DOMAIN},
-    {"DOMAIN-WILDCARD", RULES_DOMAIN_WILDCARD, T_DOMAIN},
-    {"DOMAIN-REGEX", RULES_DOMAIN_REGEX, 0},
-    {"IP-CIDR", RULES_IP_CIDR, T_IP},
-    {"IP-CIDR6", RULES_IP_CIDR, T_IP},
-    {"SRC-IP-CIDR", RULES_SRC_IP_CIDR, T_IP},
-    {"SRC-IP", RULES_SRC_IP_CIDR, T_IP},
-    {"DST-PORT", RULES_DST_PORT, 0},
-    {"DEST-PORT", RULES_DST_PORT, 0},
-    {"SRC-PORT", RULES_SRC_PORT, 0},
-    {"PROCESS-NAME", RULES_PROCESS_NAME, 0},
-    {"PROCESS-PATH", RULES_PROCESS_PATH, 0},
-    {"NETWORK", RULES_NETWORK, 0},
-    {"PROTOCOL", RULES_NETWORK, 0},
-    {"GEOIP", RULES_GEOIP, T_IP},
-    {"IP-ASN", RULES_IP_ASN, T_IP},
+    {"DOMAIN", RULES_T_DOMAIN, T_DOMAIN},
+    {"DOMAIN-SUFFIX", RULES_T_DOMAIN_SUFFIX, T_DOMAIN},
+    {"DOMAIN-KEYWORD", RULES_T_DOMAIN_KEYWORD, T_DOMAIN},
+    {"DOMAIN-WILDCARD", RULES_T_DOMAIN_WILDCARD, T_DOMAIN},
+    {"DOMAIN-REGEX", RULES_T_DOMAIN_REGEX, 0},
+    {"IP-CIDR", RULES_T_IP_CIDR, T_IP},
+    {"IP-CIDR6", RULES_T_IP_CIDR, T_IP},
+    {"SRC-IP-CIDR", RULES_T_SRC_IP_CIDR, T_IP},
+    {"SRC-IP", RULES_T_SRC_IP_CIDR, T_IP},
+    {"DST-PORT", RULES_T_DST_PORT, 0},
+    {"DEST-PORT", RULES_T_DST_PORT, 0},
+    {"SRC-PORT", RULES_T_SRC_PORT, 0},
+    {"PROCESS-NAME", RULES_T_PROCESS_NAME, 0},
+    {"PROCESS-PATH", RULES_T_PROCESS_PATH, 0},
+    {"NETWORK", RULES_T_NETWORK, 0},
+    {"PROTOCOL", RULES_T_NETWORK, 0},
+    {"GEOIP", RULES_T_GEOIP, T_IP},
+    {"IP-ASN", RULES_T_IP_ASN, T_IP},
 };
 
 /* Rules that only make sense in a profile. */
@@ -75,7 +70,7 @@ rules_type_name(enum rules_type t)
     size_t i;
 
     /* Clash ".a.com" has no rule-type name of its own. */
-    if (t == RULES_DOMAIN_SUBS)
+    if (t == RULES_T_DOMAIN_SUBS)
         return "DOMAIN-SUBS";
     for (i = 0; i < COUNT(types); i++) {
         if (types[i].type == t)
@@ -350,37 +345,37 @@ rule_value(struct rules_entry *out, size_t max, char *msg, size_t msglen)
     unsigned long long asn;
 
     switch (out[0].type) {
-    case RULES_DOMAIN:
-    case RULES_DOMAIN_SUFFIX:
+    case RULES_T_DOMAIN:
+    case RULES_T_DOMAIN_SUFFIX:
         if (!domain_ok(v, NAME))
             return fail(msg, msglen, "bad domain '%s'", v, NULL);
         return 1;
-    case RULES_DOMAIN_WILDCARD:
+    case RULES_T_DOMAIN_WILDCARD:
         if (!domain_ok(v, WILD_SURGE))
             return fail(msg, msglen, "bad wildcard '%s'", v, NULL);
         return 1;
-    case RULES_DOMAIN_KEYWORD:
+    case RULES_T_DOMAIN_KEYWORD:
         if (!printable(v, 0))
             return fail(msg, msglen, "bad keyword '%s'", v, NULL);
         return 1;
-    case RULES_IP_CIDR:
-    case RULES_SRC_IP_CIDR:
+    case RULES_T_IP_CIDR:
+    case RULES_T_SRC_IP_CIDR:
         if (parse_cidr(v, &out[0]) != 0)
             return fail(msg, msglen, "bad CIDR '%s'", v, NULL);
         return 1;
-    case RULES_DST_PORT:
-    case RULES_SRC_PORT:
+    case RULES_T_DST_PORT:
+    case RULES_T_SRC_PORT:
         return parse_ports(v, out, max, msg, msglen);
-    case RULES_NETWORK:
+    case RULES_T_NETWORK:
         if (!mem_slice_ieq(v, "tcp") && !mem_slice_ieq(v, "udp"))
             return fail(msg, msglen, "bad network '%s' (tcp or udp)", v, NULL);
         return 1;
-    case RULES_GEOIP:
+    case RULES_T_GEOIP:
         /* Country codes, and mihomo's names such as "private" or "lan". */
         if (v.len > 32 || !word(v, "-_"))
             return fail(msg, msglen, "bad country '%s'", v, NULL);
         return 1;
-    case RULES_IP_ASN:
+    case RULES_T_IP_ASN:
         if (decimal(v.ptr, v.len, 0xffffffffULL, &asn) != 0)
             return fail(msg, msglen, "bad ASN '%s'", v, NULL);
         return 1;
@@ -414,9 +409,9 @@ rule_option(struct rules_entry *out, int n, unsigned flags, struct mem_slice o, 
     }
     /* mihomo: "IP-CIDR,...,src" matches the source address. */
     if (mem_slice_ieq(o, "src")) {
-        if (out[0].type != RULES_IP_CIDR && out[0].type != RULES_SRC_IP_CIDR)
+        if (out[0].type != RULES_T_IP_CIDR && out[0].type != RULES_T_SRC_IP_CIDR)
             return fail(msg, msglen, "option '%s' does not apply to %s", o, name);
-        out[0].type = RULES_SRC_IP_CIDR;
+        out[0].type = RULES_T_SRC_IP_CIDR;
         return 0;
     }
     if (o.len == 0)
@@ -461,9 +456,9 @@ rule_line(struct mem_slice line, struct rules_entry *out, size_t max, char *msg,
 static int
 domain_set_line(struct mem_slice v, struct rules_entry *e, char *msg, size_t msglen)
 {
-    e->type = RULES_DOMAIN;
+    e->type = RULES_T_DOMAIN;
     if (v.len > 0 && v.ptr[0] == '.') {
-        e->type = RULES_DOMAIN_SUFFIX;
+        e->type = RULES_T_DOMAIN_SUFFIX;
         e->value = mem_slice(v.ptr + 1, v.len - 1);
     }
     if (domain_ok(e->value, NAME))
@@ -482,18 +477,18 @@ clash_domain_line(struct mem_slice v, struct rules_entry *e, char *msg, size_t m
 {
     size_t skip = 0;
 
-    e->type = RULES_DOMAIN;
+    e->type = RULES_T_DOMAIN;
     if (v.len >= 2 && v.ptr[0] == '+' && v.ptr[1] == '.') {
-        e->type = RULES_DOMAIN_SUFFIX;
+        e->type = RULES_T_DOMAIN_SUFFIX;
         skip = 2;
     } else if (v.len > 0 && v.ptr[0] == '.') {
-        e->type = RULES_DOMAIN_SUBS;
+        e->type = RULES_T_DOMAIN_SUBS;
         skip = 1;
     } else if (memchr(v.ptr, '*', v.len)) {
-        e->type = RULES_DOMAIN_WILDCARD;
+        e->type = RULES_T_DOMAIN_WILDCARD;
     }
     e->value = mem_slice(v.ptr + skip, v.len - skip);
-    if (e->type == RULES_DOMAIN_WILDCARD ? domain_ok(e->value, WILD_CLASH)
+    if (e->type == RULES_T_DOMAIN_WILDCARD ? domain_ok(e->value, WILD_CLASH)
                                          : domain_ok(e->value, NAME))
         return 1;
     if (skip > 0 && memchr(e->value.ptr, '*', e->value.len))
@@ -516,7 +511,7 @@ rules_list_line_parse(enum rules_format fmt, struct mem_slice text, struct rules
         return domain_set_line(text, &out[0], msg, msglen);
     if (fmt == RULES_FORMAT_CLASH_DOMAIN)
         return clash_domain_line(text, &out[0], msg, msglen);
-    out[0].type = RULES_IP_CIDR; /* RULES_FORMAT_CLASH_IPCIDR: list.c never passes AUTO */
+    out[0].type = RULES_T_IP_CIDR; /* RULES_FORMAT_CLASH_IPCIDR: list.c never passes AUTO */
     if (parse_cidr(text, &out[0]) != 0)
         return fail(msg, msglen, "bad CIDR '%s'", text, NULL);
     return 1;
