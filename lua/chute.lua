@@ -162,6 +162,7 @@ function M.config(t)
 end
 
 M.log = core.log
+M.ruleset = core.ruleset
 M.version = core.version
 
 local hook_names = { route = true, on_request = true, on_dns = true }

@@ -73,6 +73,7 @@ engine_route(struct engine *e, struct flow *f)
     if (flow_dcache_get(e->dcache, f))
         return;
     f->_reads = 0;
+    f->why[0] = '\0';
     script_route(e->script, f);
     if (!(f->_reads & FLOW_READ_UNCACHEABLE) && strcmp(f->rule, "route") == 0)
         flow_dcache_put(e->dcache, f);

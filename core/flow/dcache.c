@@ -3,7 +3,7 @@
 
 #include "flow/dcache.h"
 
-/* Names longer than this are not cached: keeps an entry at 96 bytes. */
+/* Names longer than this are not cached: keeps an entry near 150 bytes. */
 #define NAME_INLINE 55
 
 struct key {
@@ -17,6 +17,7 @@ struct entry {
     struct key k;
     uint32_t hash;
     int policy;
+    char why[sizeof(((struct flow *)0)->why)]; /* the rule-list line, shown on hits too */
     uint32_t next;        /* hash chain: an index into e[], 0 ends it */
     uint32_t lru_prev, lru_next;
 };
@@ -139,6 +140,7 @@ flow_dcache_get(struct flow_dcache *c, struct flow *f)
     lru_front(c, i);
     f->policy = c->e[i].policy;
     f->rule = "route (cached)";
+    memcpy(f->why, c->e[i].why, sizeof(f->why));
     c->st.hits++;
     return 1;
 }
@@ -162,6 +164,7 @@ flow_dcache_put(struct flow_dcache *c, const struct flow *f)
     uint32_t h = hash_key(&k), i = find(c, &k, h);
     if (i != 0) {
         c->e[i].policy = f->policy;
+        memcpy(c->e[i].why, f->why, sizeof(f->why));
         return;
     }
     if (c->size < c->capacity) {
@@ -177,6 +180,7 @@ flow_dcache_put(struct flow_dcache *c, const struct flow *f)
     c->e[i].k = k;
     c->e[i].hash = h;
     c->e[i].policy = f->policy;
+    memcpy(c->e[i].why, f->why, sizeof(f->why));
     c->e[i].next = c->buckets[h & c->mask];
     c->buckets[h & c->mask] = i;
     lru_front(c, i);

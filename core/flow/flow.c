@@ -58,11 +58,12 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
         flow_sockaddr_format(&f->src, src, sizeof(src));
         flow_addr_format(&f->dst, dst, sizeof(dst));
         engine_log_write(ENGINE_LOG_INFO,
-                         "flow %llu %s %s %s -> %s policy=%s rule=\"%s\" up=%llu down=%llu "
-                         "time=%.3fs close=%s",
+                         "flow %llu %s %s %s -> %s policy=%s rule=\"%s%s%s\" up=%llu "
+                         "down=%llu time=%.3fs close=%s",
                          (unsigned long long)f->id, flow_network_name(f->network),
                          flow_inbound_name(f->inbound), src, dst, flow_policy_name(f->policy),
-                         f->rule ? f->rule : "-", (unsigned long long)f->bytes_up,
+                         f->rule ? f->rule : "-", f->why[0] ? " " : "", f->why,
+                         (unsigned long long)f->bytes_up,
                          (unsigned long long)f->bytes_down, now - f->started, reason);
     }
 }

@@ -29,6 +29,7 @@ struct flow {
     int policy;               /* enum flow_policy (or a later proxy id) */
     const char *rule;         /* what decided: "route", "fallback: <reason>" (static) */
     uint8_t _reads;           /* FLOW_READ_*: what route() looked at (the decision cache) */
+    char why[56];             /* the rule-list line that matched last: "rules/ads.list:12" */
     uint64_t bytes_up;        /* client -> upstream */
     uint64_t bytes_down;      /* upstream -> client */
     double started;           /* ev_now at accept */

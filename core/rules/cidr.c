@@ -4,7 +4,7 @@
 
 #include "rules/rules.h"
 
-typedef unsigned __int128 u128;
+typedef __uint128_t u128;
 
 #define U128_MAX (~(u128)0)
 
@@ -16,8 +16,9 @@ struct range {
 };
 
 /* Built, each family is a sorted array of disjoint intervals in three
- * columns: the binary search touches only |lo|, then one |hi| and |tag|.
- * Addresses between intervals match nothing. */
+ * columns (one allocation each family): the binary search touches only
+ * |lo|, then one |hi| and |tag|. Addresses between intervals match
+ * nothing. */
 struct rules_cidrs {
     struct range *pend[2]; /* [0] IPv4, [1] IPv6, until _build */
     size_t npend[2], cap[2];
@@ -55,11 +56,7 @@ rules_cidrs_free(struct rules_cidrs *c)
     free(c->pend[0]);
     free(c->pend[1]);
     free(c->lo4);
-    free(c->hi4);
-    free(c->tag4);
     free(c->lo6);
-    free(c->hi6);
-    free(c->tag6);
     free(c);
 }
 
@@ -164,8 +161,8 @@ flatten(const struct range *p, size_t n, struct range *out)
     return nout;
 }
 
-/* Sorts and dedupes the family's prefixes, then flattens them; the result
- * replaces the pending array. */
+/* Sorts and dedupes the family's prefixes, then flattens them into a new
+ * array. */
 static int
 build_family(struct rules_cidrs *c, int f, struct range **res, size_t *nres)
 {
@@ -192,36 +189,23 @@ build_family(struct rules_cidrs *c, int f, struct range **res, size_t *nres)
 int
 rules_cidrs_build(struct rules_cidrs *c)
 {
+    struct range *r4 = NULL, *r6 = NULL;
+    size_t n4, n6;
     if (c == NULL || c->built)
         return -1;
-    struct range *r4, *r6;
-    size_t n4, n6;
-    if (build_family(c, 0, &r4, &n4) < 0)
-        return -1;
-    if (build_family(c, 1, &r6, &n6) < 0) {
-        free(r4);
-        return -1;
-    }
-    /* malloc(0) may give NULL: ask for one element at least. */
-    c->lo4 = malloc((n4 + 1) * sizeof(*c->lo4));
-    c->hi4 = malloc((n4 + 1) * sizeof(*c->hi4));
-    c->tag4 = malloc((n4 + 1) * sizeof(*c->tag4));
-    c->lo6 = malloc((n6 + 1) * sizeof(*c->lo6));
-    c->hi6 = malloc((n6 + 1) * sizeof(*c->hi6));
-    c->tag6 = malloc((n6 + 1) * sizeof(*c->tag6));
-    if (!c->lo4 || !c->hi4 || !c->tag4 || !c->lo6 || !c->hi6 || !c->tag6) {
-        free(r4);
-        free(r6);
-        free(c->lo4);
-        free(c->hi4);
-        free(c->tag4);
-        free(c->lo6);
-        free(c->hi6);
-        free(c->tag6);
-        c->lo4 = c->hi4 = c->tag4 = c->tag6 = NULL;
-        c->lo6 = c->hi6 = NULL;
-        return -1;
-    }
+    /* A failed build leaves the set for _free only: built is -1. */
+    c->built = -1;
+    if (build_family(c, 0, &r4, &n4) < 0 || build_family(c, 1, &r6, &n6) < 0)
+        goto done;
+    /* One element more than needed: malloc(0) may give NULL. */
+    c->lo4 = malloc((n4 + 1) * 3 * sizeof(uint32_t));
+    c->lo6 = malloc((n6 + 1) * (2 * sizeof(u128) + sizeof(uint32_t)));
+    if (c->lo4 == NULL || c->lo6 == NULL)
+        goto done;
+    c->hi4 = c->lo4 + n4 + 1;
+    c->tag4 = c->hi4 + n4 + 1;
+    c->hi6 = c->lo6 + n6 + 1;
+    c->tag6 = (uint32_t *)(c->hi6 + n6 + 1);
     for (size_t i = 0; i < n4; i++) {
         c->lo4[i] = (uint32_t)r4[i].lo;
         c->hi4[i] = (uint32_t)r4[i].hi;
@@ -234,15 +218,16 @@ rules_cidrs_build(struct rules_cidrs *c)
     }
     c->n4 = n4;
     c->n6 = n6;
-    free(r4);
-    free(r6);
     for (int f = 0; f < 2; f++) {
         free(c->pend[f]);
         c->pend[f] = NULL;
         c->npend[f] = c->cap[f] = 0;
     }
     c->built = 1;
-    return 0;
+done:
+    free(r4);
+    free(r6);
+    return c->built == 1 ? 0 : -1;
 }
 
 /* The last interval starting at or before |a| (n > 0), branch-free: the
@@ -276,7 +261,7 @@ int
 rules_cidrs_match(const struct rules_cidrs *c, int family, const uint8_t *addr, uint32_t *tag)
 {
     size_t i;
-    if (c == NULL || !c->built || addr == NULL)
+    if (c == NULL || c->built != 1 || addr == NULL)
         return 0;
     if (family == AF_INET6 && memcmp(addr, v4_mapped, 12) == 0) {
         family = AF_INET;
@@ -319,7 +304,7 @@ rules_cidrs_memory(const struct rules_cidrs *c)
     if (c == NULL)
         return 0;
     size_t n = sizeof(*c) + (c->cap[0] + c->cap[1]) * sizeof(struct range);
-    if (c->built)
+    if (c->built == 1)
         n += (c->n4 + 1) * 3 * sizeof(uint32_t) +
              (c->n6 + 1) * (2 * sizeof(u128) + sizeof(uint32_t));
     return n;

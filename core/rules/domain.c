@@ -44,7 +44,7 @@ struct automaton {
     uint32_t *delta;
     uint64_t *out; /* per state: the smallest tag of the keywords ending in it */
     uint32_t nstates, nclass;
-    uint8_t cls[256];
+    uint16_t cls[256]; /* 257 classes if a keyword set holds every byte */
 };
 
 struct rules_domains {
@@ -239,8 +239,8 @@ build_names(struct rules_domains *d, char *tails, size_t *used)
         /* Labels from the right, as a match walks them. */
         uint64_t m = d->seed;
         for (size_t end = n, start;; end = start - 1) {
-            const char *dot = memrchr(buf, '.', end);
-            start = dot ? (size_t)(dot - buf) + 1 : 0;
+            for (start = end; start > 0 && buf[start - 1] != '.'; start--)
+                ;
             m = hash_label(m, buf + start, end - start);
             if (start == 0)
                 break;
@@ -281,14 +281,15 @@ build_automaton(struct rules_domains *d)
     }
     a->nclass = 1;
     for (int b = 0; b < 256; b++)
-        a->cls[b] = seen[b] ? (uint8_t)a->nclass++ : 0;
-    uint32_t nc = a->nclass, *fail = calloc(total, 2 * sizeof(*fail)), *queue = fail + total;
+        a->cls[b] = seen[b] ? (uint16_t)a->nclass++ : 0;
+    uint32_t nc = a->nclass, *fail = calloc(total, 2 * sizeof(*fail));
     a->delta = total * nc < ACCEPT ? calloc(total * nc, sizeof(*a->delta)) : NULL;
     a->out = malloc(total * sizeof(*a->out));
     if (fail == NULL || a->delta == NULL || a->out == NULL) {
         free(fail);
         return -1;
     }
+    uint32_t *queue = fail + total;
     /* The trie, in the DFA's own table (0: no child yet). */
     a->nstates = 1;
     a->out[0] = NONE;
@@ -345,8 +346,13 @@ rules_domains_build(struct rules_domains *d)
 {
     if (d == NULL || d->built)
         return -1;
-    size_t used = 0;
-    char *tails = malloc(d->nbytes + 1);
+    size_t used = 0, need = 1, n;
+    for (size_t o = 0; o < d->nbytes; o += REC + n) {
+        n = (unsigned char)d->bytes[o + 5];
+        if (d->bytes[o + 4] != RULES_DOMAIN_KEYWORD && n > HEAD)
+            need += n - HEAD;
+    }
+    char *tails = malloc(need);
     /* A failed build leaves the set for _free only: built is -1. */
     d->built = -1;
     if (tails == NULL || (d->count > d->nkw && build_names(d, tails, &used) < 0) ||
@@ -355,10 +361,9 @@ rules_domains_build(struct rules_domains *d)
         return -1;
     }
     free(d->bytes);
-    d->bytes = realloc(tails, used + 1);
-    if (d->bytes == NULL)
-        d->bytes = tails;
-    d->nbytes = d->cap = used + 1;
+    d->bytes = tails;
+    d->nbytes = used;
+    d->cap = need;
     d->built = 1;
     return 0;
 }

@@ -148,10 +148,9 @@ rules_ports_build(struct rules_ports *p)
     free(next);
     free(seg_tag);
     free(p->r);
-    p->r = realloc(out, nout * sizeof(*out));
-    if (p->r == NULL)
-        p->r = out;
-    p->n = p->cap = nout;
+    p->r = out; /* room for 2n runs: at most twice what is used */
+    p->n = nout;
+    p->cap = 2 * n;
     p->built = 1;
     return 0;
 fail:
@@ -159,13 +158,14 @@ fail:
     free(next);
     free(seg_tag);
     free(out);
+    p->built = -1; /* like the other sets: only _free is left */
     return -1;
 }
 
 int
 rules_ports_match(const struct rules_ports *p, uint16_t port, uint32_t *tag)
 {
-    if (p == NULL || !p->built || p->n == 0)
+    if (p == NULL || p->built != 1 || p->n == 0)
         return 0;
     size_t base = 0, n = p->n;
     while (n > 1) {

@@ -9,13 +9,13 @@
  * its own, emptied when the call returns, so a flow a script keeps reads as
  * an error instead of silently showing a later flow's fields. */
 
-static struct flow **
-checkflow(lua_State *L)
+struct flow *
+script_check_flow(lua_State *L, int idx)
 {
-    struct flow **fp = luaL_checkudata(L, 1, "chute.flow");
+    struct flow **fp = luaL_checkudata(L, idx, "chute.flow");
     if (*fp == NULL)
         luaL_error(L, "flow used outside route() (copy the fields you need)");
-    return fp;
+    return *fp;
 }
 
 static int
@@ -50,8 +50,8 @@ src_port(const struct sockaddr_storage *ss)
 
 /* The process behind the flow, looked up once per flow however many of its
  * fields the script reads (a /proc walk: paid only by scripts that ask). */
-static const struct flow_process *
-process_of(const struct flow *f)
+const struct flow_process *
+script_flow_process(const struct flow *f)
 {
     static struct flow_process cached;
     static const struct flow *cached_flow;
@@ -69,7 +69,7 @@ static int
 push_process_field(lua_State *L, struct flow *f, char which)
 {
     f->_reads |= FLOW_READ_UNCACHEABLE;
-    const struct flow_process *p = process_of(f);
+    const struct flow_process *p = script_flow_process(f);
     if (p == NULL || (which != 'u' && p->pid == 0))
         lua_pushnil(L);
     else if (which == 'n')
@@ -84,7 +84,7 @@ push_process_field(lua_State *L, struct flow *f, char which)
 static int
 flow_index(lua_State *L)
 {
-    struct flow *f = *checkflow(L);
+    struct flow *f = script_check_flow(L, 1);
     size_t n;
     const char *k = luaL_checklstring(L, 2, &n);
     char buf[64];

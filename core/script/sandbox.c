@@ -24,8 +24,8 @@ extern const struct {
 } script_lualib[];
 
 /* Bundle paths are relative, without "..": scripts read only their bundle. */
-static int
-bundle_path(struct script *s, const char *rel, char *out, size_t len)
+int
+script_bundle_path(struct script *s, const char *rel, char *out, size_t len)
 {
     if (rel[0] == '/' || rel[0] == '\0' || strstr(rel, "..") != NULL || s->dir == NULL)
         return -1;
@@ -38,7 +38,7 @@ script_load_file(struct script *s, const char *rel)
 {
     lua_State *L = s->L;
     char path[4096];
-    if (bundle_path(s, rel, path, sizeof(path)) != 0) {
+    if (script_bundle_path(s, rel, path, sizeof(path)) != 0) {
         lua_pushfstring(L, "%s: path outside the bundle", rel);
         return LUA_ERRFILE;
     }
@@ -96,7 +96,7 @@ l_io_open(lua_State *L)
     char path[4096];
     if (strcmp(mode, "r") != 0 && strcmp(mode, "rb") != 0)
         return luaL_error(L, "io.open: mode '%s' not allowed (bundles are read-only)", mode);
-    if (bundle_path(s, rel, path, sizeof(path)) != 0)
+    if (script_bundle_path(s, rel, path, sizeof(path)) != 0)
         return luaL_error(L, "io.open: '%s' is outside the bundle", rel);
     lua_settop(L, 2); /* the results below start at 3 whatever the caller passed */
     lua_getfield(L, LUA_REGISTRYINDEX, "chute.io_open");
@@ -173,7 +173,7 @@ l_require(lua_State *L)
 
     char path[4096];
     FILE *fp = NULL;
-    if (bundle_path(s, rel, path, sizeof(path)) == 0)
+    if (script_bundle_path(s, rel, path, sizeof(path)) == 0)
         fp = fopen(path, "r");
     if (fp != NULL) {
         fclose(fp);

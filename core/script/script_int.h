@@ -39,6 +39,8 @@ void script_budget_disarm(struct script *s);
 int script_msgh(lua_State *L);
 
 /* sandbox.c */
+/* "<bundle>/<rel>" for a relative path without ".."; -1 otherwise. */
+int script_bundle_path(struct script *s, const char *rel, char *out, size_t len);
 int script_sandbox_open(struct script *s, char *err, size_t errlen);
 /* Loads a bundle file (path relative to the bundle) into the sandbox: pushes
  * the chunk, or returns non-zero with the message pushed. */
@@ -50,6 +52,14 @@ void script_config_free(struct script_config *cfg);
 int script_check_address(const char *text, struct sockaddr_storage *ss, socklen_t *len);
 
 /* bind_flow.c */
+struct flow_process;
+/* The process behind |f|, looked up once per flow; NULL if not local. */
+const struct flow_process *script_flow_process(const struct flow *f);
+/* The flow of a "chute.flow" userdata argument (an error outside route()). */
+struct flow *script_check_flow(lua_State *L, int idx);
+/* bind_ruleset.c: the metatable, and chute.ruleset() itself */
+void script_ruleset_open(struct script *s);
+int script_l_ruleset(lua_State *L);
 void script_flow_open(struct script *s);
 /* Pushes a flow userdata for one call; set *result to NULL after it. */
 struct flow **script_flow_push(struct script *s, struct flow *f);

@@ -84,6 +84,7 @@ l_check_cidr(lua_State *L)
 
 static const luaL_Reg core_funcs[] = {
     {"check_cidr", l_check_cidr},
+    {"ruleset", script_l_ruleset},
     {"log", l_log},
     {"is_policy", l_is_policy},
     {"check_address", l_check_address},
@@ -178,9 +179,10 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     *(struct script **)lua_getextraspace(L) = s;
     lua_gc(L, LUA_GCGEN, 0, 0);
     script_sandbox_open(s, err, errlen);
+    script_flow_open(s);
+    script_ruleset_open(s);
     if (open_chute_module(s) != 0)
         goto fail_lua;
-    script_flow_open(s);
 
     lua_pushcfunction(L, script_msgh);
     int rc;

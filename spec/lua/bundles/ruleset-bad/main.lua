@@ -1,0 +1,2 @@
+local chute = require "chute"
+local bad = chute.ruleset "bad.list"
