@@ -70,6 +70,25 @@ function chute.config(t) end
 ---@type fun(flow: chute.flow): chute.policy?
 chute.route = nil
 
+---@class chute.ruleset
+local ruleset = {}
+
+--- Whether any entry of the list matches the flow, and on which line.
+---@param flow chute.flow
+---@return boolean matched
+---@return integer? line
+function ruleset:match(flow) end
+
+---@class chute.ruleset.options
+---@field format? "auto"|"surge"|"domain-set"|"classical"|"domain"|"ipcidr"
+---@field skip_invalid? boolean  leave out (and count) lines that cannot be used, instead of failing
+
+--- Loads a rule list from the bundle into C matchers (at load time).
+---@param path string  relative to the bundle
+---@param opts? chute.ruleset.options
+---@return chute.ruleset
+function chute.ruleset(path, opts) end
+
 --- Writes a line to chute's log, prefixed with the caller's file:line.
 ---@param level "error"|"warn"|"info"|"debug"
 ---@param msg string
