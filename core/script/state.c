@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,10 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     script_budget_arm(s, s->cfg.budget);
     lua_gc(L, LUA_GCCOLLECT);
     script_budget_disarm(s);
+    /* Loading rule lists frees megabytes of file buffers and build space
+     * that glibc would otherwise keep resident (scripts/bench/rules: 10.1
+     * MiB of RSS for 5.1 MiB in use with 100k domains and 10k CIDRs). */
+    malloc_trim(0);
     return s;
 
 fail_lua:
