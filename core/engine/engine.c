@@ -108,7 +108,7 @@ engine_stats_log(struct engine *e)
     LOG_INFO("stats tun pkts_in=%llu pkts_out=%llu bytes_in=%llu bytes_out=%llu gso_in=%llu "
              "gso_out=%llu batches=%llu batch_mean=%.1f wq_drops=%llu "
              "drops=%llu/%llu/%llu/%llu/%llu/%llu bad_dst=%llu icmp_echo=%llu fast_path=%llu "
-             "tcp_active=%llu tcp_total=%llu syn_dups=%llu syn_dropped=%llu tw_reused=%llu rst_sent=%llu "
+             "tcp_active=%llu tcp_total=%llu syn_dups=%llu syn_dropped=%llu tw_reused=%llu sniffed=%llu rst_sent=%llu "
              "heap_used=%llu heap_max=%llu heap_errors=%llu rx_drops=%llu mem_pauses=%llu "
              "listeners=%llu udp_active=%llu udp_total=%llu udp_dropped=%llu",
              (unsigned long long)ts.pkts_in, (unsigned long long)ts.pkts_out,
@@ -122,7 +122,7 @@ engine_stats_log(struct engine *e)
              (unsigned long long)e->dp.icmp_echo, (unsigned long long)ns.fast_path,
              (unsigned long long)ns.conns_active, (unsigned long long)ns.conns_total,
              (unsigned long long)ns.syn_dups, (unsigned long long)ns.syn_dropped,
-             (unsigned long long)ns.tw_reused,
+             (unsigned long long)ns.tw_reused, (unsigned long long)ns.sniffed,
              (unsigned long long)ns.rst_sent, (unsigned long long)ns.heap_used,
              (unsigned long long)ns.heap_max, (unsigned long long)ns.heap_errors,
              (unsigned long long)ns.rx_drops, (unsigned long long)ns.mem_pauses,

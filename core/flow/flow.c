@@ -53,19 +53,23 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
     t->st.active--;
     t->st.bytes_up += f->bytes_up;
     t->st.bytes_down += f->bytes_down;
+    char *sniffed = f->sniffed;
+    f->sniffed = NULL;
     if (engine_log_level >= ENGINE_LOG_INFO) {
         char src[64], dst[300];
         flow_sockaddr_format(&f->src, src, sizeof(src));
         flow_addr_format(&f->dst, dst, sizeof(dst));
         engine_log_write(ENGINE_LOG_INFO,
-                         "flow %llu %s %s %s -> %s policy=%s rule=\"%s%s%s\" up=%llu "
+                         "flow %llu %s %s %s -> %s%s%s policy=%s rule=\"%s%s%s\" up=%llu "
                          "down=%llu time=%.3fs close=%s",
                          (unsigned long long)f->id, flow_network_name(f->network),
-                         flow_inbound_name(f->inbound), src, dst, flow_policy_name(f->policy),
+                         flow_inbound_name(f->inbound), src, dst, sniffed ? " host=" : "",
+                         sniffed ? sniffed : "", flow_policy_name(f->policy),
                          f->rule ? f->rule : "-", f->why[0] ? " " : "", f->why,
                          (unsigned long long)f->bytes_up,
                          (unsigned long long)f->bytes_down, now - f->started, reason);
     }
+    free(sniffed);
 }
 
 void

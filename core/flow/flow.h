@@ -30,6 +30,7 @@ struct flow {
     const char *rule;         /* what decided: "route", "fallback: <reason>" (static) */
     uint8_t _reads;           /* FLOW_READ_*: what route() looked at (the decision cache) */
     char why[56];             /* the rule-list line that matched last: "rules/ads.list:12" */
+    char *sniffed;            /* the name read from the first bytes (TLS SNI, HTTP Host); owned */
     uint64_t bytes_up;        /* client -> upstream */
     uint64_t bytes_down;      /* upstream -> client */
     double started;           /* ev_now at accept */
@@ -38,6 +39,8 @@ struct flow {
 
 /* route() read a field the decision cache's key does not hold. */
 #define FLOW_READ_UNCACHEABLE 0x01
+/* route() asked for the host of a flow that had none: worth sniffing. */
+#define FLOW_READ_HOST 0x02
 
 struct flow_table_stats {
     uint64_t active;

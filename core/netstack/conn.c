@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/log.h"
 #include "flow/flow.h"
+#include "flow/sniff.h"
 #include "ip/ip.h"
 #include "netstack/netstack_int.h"
 #include "outbound/outbound.h"
@@ -32,7 +33,15 @@
  * connection stops reading upstream and holds back window updates until the
  * heap drains (netstack_poll resumes them). */
 
-enum cstate { C_CONNECTING, C_HANDSHAKE, C_OPEN };
+/* A flow whose route() asked for the host it does not have takes the sniff
+ * path instead: C_SNIFF_HS (lwIP answers the SYN, no upstream yet),
+ * C_SNIFFING (accepted; the first client bytes are kept, unacknowledged,
+ * until they name the host or SNIFF_WAIT passes), then route() again with
+ * flow.host set, and C_SNIFF_CONNECT while the upstream connects. */
+enum cstate { C_CONNECTING, C_HANDSHAKE, C_OPEN, C_SNIFF_HS, C_SNIFFING, C_SNIFF_CONNECT };
+
+#define SNIFF_WAIT 0.3     /* seconds for the first bytes (sing-box and mihomo: ~300 ms) */
+#define SNIFF_MAX 17000    /* a ClientHello of 16 KiB in records, or an HTTP head */
 
 #define SYN_MAX 128 /* IPv6 header + TCP header with every option */
 #define IOV_MAX_PBUFS 32
@@ -44,7 +53,7 @@ struct conn {
     struct tcp_pcb *pcb;
     int up;
     ev_io urd, uwr;
-    ev_timer hs_timer;     /* SYN handed to lwIP, the handshake not done */
+    ev_timer hs_timer;     /* the handshake (or the sniff wait) is not done */
     struct outbound_connect *oc;
     struct pbuf *rx;       /* client bytes the upstream has not taken yet */
     uint32_t owed;         /* bytes taken upstream whose window update waits */
@@ -308,10 +317,21 @@ on_up_writable(struct ev_loop *loop, ev_io *w, int revents)
     flush_rx(w->data);
 }
 
+static int sniff_step(struct conn *c);
+
 static err_t
 on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
 {
     struct conn *c = arg;
+    if (c->state == C_SNIFFING || c->state == C_SNIFF_CONNECT) {
+        if (p == NULL)
+            c->client_eof = 1;
+        else if (c->rx == NULL)
+            c->rx = p;
+        else
+            pbuf_cat(c->rx, p);
+        return c->state == C_SNIFFING ? cb_result(sniff_step(c)) : ERR_OK;
+    }
     if (p == NULL) {
         c->client_eof = 1;
     } else if (c->rx == NULL) {
@@ -458,10 +478,16 @@ inject_syn(struct conn *c)
     netstack_inject(c->syn, c->syn_len, &v);
 }
 
+static int sniff_decide(struct conn *c, const char *name);
+
 static void
 on_handshake_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    conn_free(w->data, "handshake timeout", 1);
+    struct conn *c = w->data;
+    if (c->state == C_SNIFFING)
+        sniff_decide(c, NULL); /* no name in time: decide without one */
+    else
+        conn_free(c, "handshake timeout", 1);
 }
 
 static void
@@ -469,6 +495,20 @@ on_connected(void *arg, int fd, int err, const char *why)
 {
     struct conn *c = arg;
     c->oc = NULL;
+    if (c->state == C_SNIFF_CONNECT) {
+        if (fd < 0) {
+            flow_log_connect_failed(&c->flow, why);
+            conn_free(c, "connect failed", 1); /* the client was accepted: it gets a RST */
+            return;
+        }
+        c->up = fd;
+        ev_io_set(&c->urd, fd, EV_READ);
+        ev_io_set(&c->uwr, fd, EV_WRITE);
+        c->state = C_OPEN;
+        ev_io_start(eng()->loop, &c->urd);
+        flush_rx(c); /* the bytes kept while sniffing go first */
+        return;
+    }
     if (fd < 0) {
         struct ip_view v;
         flow_log_connect_failed(&c->flow, why);
@@ -487,6 +527,47 @@ on_connected(void *arg, int fd, int err, const char *why)
 }
 
 
+/* Routes the sniffed flow again, now with its host (or without, if none
+ * came), and connects upstream; REJECT resets the client. */
+static int
+sniff_decide(struct conn *c, const char *name)
+{
+    struct engine *e = eng();
+    ev_timer_stop(e->loop, &c->hs_timer);
+    if (name != NULL) {
+        c->flow.sniffed = strdup(name);
+        netstack.st.sniffed++;
+    }
+    engine_route(e, &c->flow);
+    if (c->flow.policy == FLOW_POLICY_REJECT)
+        return conn_free(c, "rejected", 1);
+    c->state = C_SNIFF_CONNECT;
+    c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
+                                    script_config(e->script)->connect_timeout, on_connected, c);
+    if (c->oc == NULL)
+        return conn_free(c, "out of memory", 1);
+    return LIVE;
+}
+
+/* Looks for a name in what the client sent so far (kept in c->rx). */
+static int
+sniff_step(struct conn *c)
+{
+    static uint8_t buf[SNIFF_MAX];
+    char name[256];
+    size_t n = c->rx ? pbuf_copy_partial(c->rx, buf, SNIFF_MAX, 0) : 0;
+    int tls = flow_sniff_tls(buf, n, name, sizeof(name), NULL);
+    if (tls > 0)
+        return sniff_decide(c, name);
+    int http = flow_sniff_http(buf, n, name, sizeof(name));
+    if (http > 0)
+        return sniff_decide(c, name);
+    int more = tls == FLOW_SNIFF_NEED_MORE || http == FLOW_SNIFF_NEED_MORE;
+    if (more && n < SNIFF_MAX && !c->client_eof)
+        return LIVE;
+    return sniff_decide(c, NULL);
+}
+
 void
 netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t hash,
                   struct flow_node *existing)
@@ -494,7 +575,7 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     struct engine *e = eng();
     if (existing != NULL) {
         struct conn *old = (struct conn *)existing;
-        if (old->state == C_CONNECTING)
+        if (old->state == C_CONNECTING || old->state == C_SNIFF_CONNECT)
             netstack.st.syn_dups++; /* the client retries while we connect */
         else
             netstack_inject(v->pkt, v->pkt_len, v);
@@ -532,6 +613,14 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     c->last = now();
     flow_table_add(e->flows, &c->flow, c->last);
     engine_route(e, &c->flow);
+    if (c->flow._reads & FLOW_READ_HOST) {
+        /* The decision waits for the host the script asked for. */
+        c->state = C_SNIFF_HS;
+        ev_timer_set(&c->hs_timer, script_config(e->script)->connect_timeout, 0);
+        ev_timer_start(e->loop, &c->hs_timer);
+        inject_syn(c);
+        return;
+    }
     if (c->flow.policy == FLOW_POLICY_REJECT) {
         netstack_send_rst(v);
         conn_free(c, "rejected", 0);
@@ -560,13 +649,25 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
     }
     struct conn *c = (struct conn *)flow_hash_lookup(netstack.tuples, &k,
                                                       flow_hash_key(netstack.tuples, &k));
-    if (c == NULL || c->state != C_HANDSHAKE || c->pcb != NULL) {
+    if (c == NULL || (c->state != C_HANDSHAKE && c->state != C_SNIFF_HS) || c->pcb != NULL) {
         tcp_abort(pcb); /* no flow behind it: never leave a pcb without an owner */
         return ERR_ABRT;
     }
     c->pcb = pcb;
-    c->state = C_OPEN;
     ev_timer_stop(eng()->loop, &c->hs_timer);
+    if (c->state == C_SNIFF_HS) {
+        c->state = C_SNIFFING;
+        tcp_arg(pcb, c);
+        tcp_recv(pcb, on_recv);
+        tcp_sent(pcb, on_sent);
+        tcp_err(pcb, on_err);
+        tcp_poll(pcb, on_poll, 4);
+        tcp_nagle_disable(pcb);
+        ev_timer_set(&c->hs_timer, SNIFF_WAIT, 0);
+        ev_timer_start(eng()->loop, &c->hs_timer);
+        return ERR_OK;
+    }
+    c->state = C_OPEN;
     tcp_arg(pcb, c);
     tcp_recv(pcb, on_recv);
     tcp_sent(pcb, on_sent);

@@ -26,6 +26,7 @@ struct netstack_stats {
     uint64_t syn_dups;                       /* SYNs repeated while connecting */
     uint64_t syn_dropped;                    /* SYNs too long to hold (carrying data) */
     uint64_t tw_reused;                      /* TIME_WAIT pcbs ended by a new SYN on their tuple */
+    uint64_t sniffed;                        /* flows named from their first bytes (SNI, Host) */
     uint64_t rst_sent;                       /* refused, unreachable, rejected */
     uint64_t mem_pauses;                     /* times the global cap paused reads */
     uint64_t fast_path;                      /* segments of known flows: no Lua, no lookup */

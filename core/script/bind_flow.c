@@ -90,10 +90,16 @@ flow_index(lua_State *L)
     char buf[64];
 
     if (n == 4 && memcmp(k, "host", 4) == 0) {
-        if (f->dst.kind == FLOW_ADDR_NAME)
+        if (f->dst.kind == FLOW_ADDR_NAME) {
             lua_pushlstring(L, f->dst.name, f->dst.name_len);
-        else
+        } else if (f->sniffed != NULL) {
+            f->_reads |= FLOW_READ_UNCACHEABLE; /* the cache is keyed by address */
+            lua_pushstring(L, f->sniffed);
+        } else {
+            /* Nothing yet: a TUN flow may sniff its first bytes and ask again. */
+            f->_reads |= FLOW_READ_HOST | FLOW_READ_UNCACHEABLE;
             lua_pushnil(L);
+        }
     } else if (n == 8 && memcmp(k, "dst_port", 8) == 0) {
         lua_pushinteger(L, f->dst.port);
     } else if (n == 6 && memcmp(k, "dst_ip", 6) == 0) {
