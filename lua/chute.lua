@@ -163,6 +163,7 @@ end
 
 M.log = core.log
 M.ruleset = core.ruleset
+M.rules = core.rules
 M.version = core.version
 
 local hook_names = { route = true, on_request = true, on_dns = true }

@@ -30,6 +30,7 @@ struct ruleset {
     uint8_t *proc_is_path;
     size_t nprocs;
     size_t nsrc;                   /* SRC-IP / SRC-PORT entries: matching reads the source */
+    size_t nnames;                 /* entries matched against a host name */
     size_t count;
     char *name;                    /* the path as the bundle gave it */
     const char *err;               /* set by the entry callback on failure */
@@ -196,6 +197,8 @@ on_entry(void *arg, const struct rules_entry *e)
         return 1;
     }
     rs->count++;
+    if (e->type <= RULES_T_DOMAIN_SUBS)
+        rs->nnames++;
     return 0;
 }
 
@@ -310,23 +313,34 @@ better(int found, const uint32_t *tag, uint32_t *best)
         *best = *tag;
 }
 
-/* rs:match(flow) -> true, line | false */
-static int
-l_match(lua_State *L)
+/* Whether |f| matches the ruleset at stack index |idx|; the smallest
+ * matching line in |*line|. Notes the line in f->why. */
+int
+script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line)
 {
-    struct ruleset *rs = luaL_checkudata(L, 1, "chute.ruleset");
-    struct flow *f = script_check_flow(L, 2);
+    struct ruleset *rs = luaL_checkudata(L, idx, "chute.ruleset");
     uint32_t best = UINT32_MAX, tag;
+    const char *h = NULL;
+    size_t n = 0;
     if (f->dst.kind == FLOW_ADDR_NAME) {
-        const char *h = f->dst.name;
-        size_t n = f->dst.name_len;
+        h = f->dst.name;
+        n = f->dst.name_len;
+    } else if (f->sniffed != NULL) {
+        h = f->sniffed;
+        n = strlen(h);
+        f->_reads |= FLOW_READ_UNCACHEABLE;
+    } else if (rs->nnames > 0) {
+        f->_reads |= FLOW_READ_HOST | FLOW_READ_UNCACHEABLE; /* a TUN flow may sniff one */
+    }
+    if (h != NULL) {
         better(rules_domains_match(rs->domains, h, n, &tag), &tag, &best);
         const char *dot = memchr(h, '.', n);
         if (dot != NULL)
             better(rules_domains_match(rs->subs, dot + 1, n - (size_t)(dot + 1 - h), &tag), &tag,
                    &best);
         better(rules_regexes_match(rs->regexes, h, n, &tag), &tag, &best);
-    } else if (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6) {
+    }
+    if (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6) {
         int fam = f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6;
         better(rules_cidrs_match(rs->dst, fam, f->dst.ip, &tag), &tag, &best);
     }
@@ -353,13 +367,24 @@ l_match(lua_State *L)
             better(strcmp(have, rs->procs[i]) == 0, &rs->proc_tags[i], &best);
         }
     }
-    if (best == UINT32_MAX) {
+    if (best == UINT32_MAX)
+        return 0;
+    snprintf(f->why, sizeof(f->why), "%s:%u", rs->name, best);
+    *line = best;
+    return 1;
+}
+
+/* rs:match(flow) -> true, line | false */
+static int
+l_match(lua_State *L)
+{
+    uint32_t line;
+    if (!script_ruleset_match(L, 1, script_check_flow(L, 2), &line)) {
         lua_pushboolean(L, 0);
         return 1;
     }
-    snprintf(f->why, sizeof(f->why), "%s:%u", rs->name, best);
     lua_pushboolean(L, 1);
-    lua_pushinteger(L, best);
+    lua_pushinteger(L, line);
     return 2;
 }
 

@@ -60,6 +60,10 @@ struct flow *script_check_flow(lua_State *L, int idx);
 /* bind_ruleset.c: the metatable, and chute.ruleset() itself */
 void script_ruleset_open(struct script *s);
 int script_l_ruleset(lua_State *L);
+int script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line);
+/* bind_rules.c: chute.rules { ... } */
+void script_rules_open(struct script *s);
+int script_l_rules(lua_State *L);
 void script_flow_open(struct script *s);
 /* Pushes a flow userdata for one call; set *result to NULL after it. */
 struct flow **script_flow_push(struct script *s, struct flow *f);

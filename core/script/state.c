@@ -86,6 +86,7 @@ l_check_cidr(lua_State *L)
 static const luaL_Reg core_funcs[] = {
     {"check_cidr", l_check_cidr},
     {"ruleset", script_l_ruleset},
+    {"rules", script_l_rules},
     {"log", l_log},
     {"is_policy", l_is_policy},
     {"check_address", l_check_address},
@@ -182,6 +183,7 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     script_sandbox_open(s, err, errlen);
     script_flow_open(s);
     script_ruleset_open(s);
+    script_rules_open(s);
     if (open_chute_module(s) != 0)
         goto fail_lua;
 

@@ -1,7 +1,7 @@
--- Rule lists users already have, loaded once into C matchers: a Surge
--- RULE-SET, a Clash domain provider (YAML) and a Clash ipcidr provider
--- (text). route() asks each set in turn; a set answers true and the line
--- that matched.
+-- Rule lists users already have, loaded once into C matchers (a Surge
+-- RULE-SET, a Clash domain provider in YAML, a Clash ipcidr provider as
+-- text), and a Surge/Clash-style rule list compiled by chute.rules: first
+-- match wins; `chute route examples/rules HOST` names the deciding rule.
 local chute = require "chute"
 
 chute.config {
@@ -12,8 +12,14 @@ local ads = chute.ruleset "rules/ads.list"
 local direct = chute.ruleset("rules/direct.yaml", { format = "domain" })
 local lan = chute.ruleset("rules/lan.txt", { format = "ipcidr" })
 
-function chute.route(flow)
-  if ads:match(flow) then return "REJECT" end
-  if direct:match(flow) or lan:match(flow) then return "DIRECT" end
-  return "DIRECT" -- a proxy, once chute has them
-end
+chute.route = chute.rules {
+  { "RULE-SET", ads, "REJECT" },
+  { "RULE-SET", direct, "DIRECT" },
+  { "RULE-SET", lan, "DIRECT" },
+  { "AND", { { "NETWORK", "tcp" }, { "DST-PORT", "25" } }, "REJECT" }, -- no SMTP out
+  -- A Lua function is a rule too: nil goes on to the next one.
+  function(flow)
+    if flow.host and flow.host:sub(-6) == ".onion" then return "REJECT" end
+  end,
+  { "FINAL", "DIRECT" },
+}

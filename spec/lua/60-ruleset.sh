@@ -36,9 +36,15 @@ route_is a.b.one.test "DIRECT${T}route"
 route_is ok.test "REJECT${T}route lists/skip.list:1"
 
 chute route "$CHUTE_TOP/examples/rules" x.ads.example
-expect "examples/rules as it ships: the Surge list rejects" 0 "REJECT${T}route rules/ads.list:2" ""
+expect "examples/rules as it ships: the Surge list rejects" 0 "REJECT${T}route rule 1 rules/ads.list:2" ""
 chute route "$CHUTE_TOP/examples/rules" 192.168.1.1:22
-expect "examples/rules: the Clash ipcidr list" 0 "DIRECT${T}route rules/lan.txt:4" ""
+expect "examples/rules: the Clash ipcidr list" 0 "DIRECT${T}route rule 3 rules/lan.txt:4" ""
+chute route "$CHUTE_TOP/examples/rules" mail.example:25
+expect "examples/rules: the AND rule" 0 "REJECT${T}route rule 4 AND" ""
+chute route "$CHUTE_TOP/examples/rules" hidden.onion
+expect "examples/rules: the function rule" 0 "REJECT${T}route rule 5 function" ""
+chute route "$CHUTE_TOP/examples/rules" example.com
+expect "examples/rules: FINAL" 0 "DIRECT${T}route rule 6 FINAL" ""
 
 chute check ruleset-bad
 expect "a bad line stops the bundle, naming the list's line" 1 "" \

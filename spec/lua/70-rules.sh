@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# chute.rules { ... }: a Surge/Clash-style rule list compiled into C matchers
+# (domain and CIDR rules fused into one set each), first match wins,
+# logical rules, rule-sets and Lua functions as rules, FINAL; the deciding
+# rule shows in `chute route`; bad rules name their place.
+#
+# Env: CHUTE and CHUTE_TOP (see lib/common.sh). Exit 0 pass, 1 fail.
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+decides() { # DEST WANT [route options]
+    local dest=$1 want=$2
+    shift 2
+    chute route "$@" rules-decl "$dest"
+    expect "$dest ${*:+($*) }-> $want" 0 "$want" ""
+}
+decides exact.test "REJECT${T}route rule 1 DOMAIN,exact.test"
+decides www.exact.test "DIRECT${T}route rule 14 FINAL"
+decides DIRECT.TEST. "DIRECT${T}route rule 2 DOMAIN-SUFFIX,direct.test"
+decides a.b.direct.test "DIRECT${T}route rule 2 DOMAIN-SUFFIX,direct.test"
+decides x.test:22 "REJECT${T}route rule 4 DST-PORT,22"
+decides direct.test:22 "DIRECT${T}route rule 2 DOMAIN-SUFFIX,direct.test"
+decides my-tracker.test "REJECT${T}route rule 5 DOMAIN-KEYWORD,tracker"
+decides x.ads.test "REJECT${T}route rule 6 lists/ads.list:1"
+decides x.test:443 "REJECT${T}route rule 7 AND" --network udp
+decides x.test:443 "DIRECT${T}route rule 14 FINAL"
+decides x.test:8080 "DIRECT${T}route rule 8 NOT"
+decides 10.1.2.3:80 "DIRECT${T}route rule 9 IP-CIDR,10.0.0.0/8"
+decides '[2001:db8::1]:80' "REJECT${T}route rule 11 IP-CIDR6,2001:db8::/32"
+decides fn.test "REJECT${T}route rule 12 function"
+decides re7.test "REJECT${T}route rule 13 DOMAIN-REGEX,^re[0-9]+\\.test\$"
+decides other.test "DIRECT${T}route rule 14 FINAL"
+
+chute check rules-decl-bad
+expect "an unknown policy names the rule" 1 "" \
+    "chute: rules-decl-bad/main.lua:2: chute.rules: rule 2: unknown policy 'NOPE'"
+
+exit $failed
