@@ -58,7 +58,7 @@ function chute.config(t) end
 ---@field src_port integer
 ---@field dst_ip string?               the destination when it is an IP literal
 ---@field dst_port integer
----@field host string?                 the destination name when the client gave one
+---@field host string?                 the destination name when the client gave one, or (TUN) the TLS SNI / HTTP Host of its first bytes
 ---@field process_name string?         the local process behind the client's socket (Linux; looked up when read)
 ---@field process_path string?         its executable's path
 ---@field uid integer?                 the socket owner's uid
@@ -88,6 +88,14 @@ function ruleset:match(flow) end
 ---@param opts? chute.ruleset.options
 ---@return chute.ruleset
 function chute.ruleset(path, opts) end
+
+--- Compiles a Surge/Clash-style rule list into a route function. Each rule is
+--- {TYPE, VALUE, POLICY [, "no-resolve"]}, {"RULE-SET", ruleset, POLICY},
+--- {"AND"|"OR"|"NOT", {conditions}, POLICY}, a function(flow) returning a
+--- policy or nil, or {"FINAL", POLICY} (last). First match wins.
+---@param list table
+---@return fun(flow: chute.flow): chute.policy?
+function chute.rules(list) end
 
 --- Writes a line to chute's log, prefixed with the caller's file:line.
 ---@param level "error"|"warn"|"info"|"debug"
