@@ -29,6 +29,8 @@ struct flow {
     int policy;               /* enum flow_policy (or a later proxy id) */
     const char *rule;         /* what decided: "route", "fallback: <reason>" (static) */
     uint8_t _reads;           /* FLOW_READ_*: what route() looked at (the decision cache) */
+    uint8_t _sniffable;       /* the inbound can read a host from the first bytes: a route()
+                               * that asks for the missing host is a trial, decided again */
     char why[56];             /* the rule-list line that matched last: "rules/ads.list:12" */
     char *sniffed;            /* the name read from the first bytes (TLS SNI, HTTP Host); owned */
     uint64_t bytes_up;        /* client -> upstream */

@@ -28,4 +28,8 @@ int flow_sniff_tls(const unsigned char *p, size_t len, char *out, size_t outlen,
  * HTTP, or the head ended without Host, or 8 KiB passed without it). */
 int flow_sniff_http(const unsigned char *p, size_t len, char *out, size_t outlen);
 
+/* True if |name| is an IP literal: a Host header "192.0.2.7" names no host
+ * beyond the address the flow already has. */
+int flow_sniff_is_ip(const char *name);
+
 #endif

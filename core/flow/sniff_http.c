@@ -1,3 +1,4 @@
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "flow/sniff.h"
@@ -189,4 +190,11 @@ flow_sniff_http(const unsigned char *p, size_t len, char *out, size_t outlen)
     if (r == FLOW_SNIFF_NEED_MORE && len >= HEAD_MAX)
         return FLOW_SNIFF_NONE;
     return r;
+}
+
+int
+flow_sniff_is_ip(const char *name)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, name, buf) == 1 || inet_pton(AF_INET6, name, buf) == 1;
 }

@@ -6,6 +6,7 @@
 #include "engine/engine.h"
 #include "engine/log.h"
 #include "flow/relay.h"
+#include "flow/sniff.h"
 #include "inbound/inbound.h"
 #include "inbound/socks5.h"
 #include "script/script.h"
@@ -14,7 +15,15 @@
  * flow is routed by the script and relayed with splice. Every malformed
  * step gets its protocol reply and a close. */
 
-enum state { GREETING, AUTH, REQUEST, CONNECTING, RELAY };
+/* SNIFFING: the request named an address and route() asked for the host:
+ * the client is told "connected" at once, its first bytes are read (and
+ * kept) until they name the host (TLS SNI, HTTP Host) or SNIFF_WAIT passes,
+ * then route() decides again and the upstream connects; a failure then can
+ * only close the connection (with a reset). */
+enum state { GREETING, AUTH, REQUEST, CONNECTING, RELAY, SNIFFING, SNIFF_CONNECT };
+
+#define SNIFF_WAIT 0.3
+#define SNIFF_MAX 17000
 
 struct conn {
     struct inbound_conn base;
@@ -28,6 +37,8 @@ struct conn {
     struct flow_relay relay;
     size_t len;
     uint8_t buf[600]; /* the largest request: 4 + 1 + 255 + 2, auth: 513 */
+    uint8_t *sniff;   /* SNIFFING: the client's first bytes */
+    size_t sniff_len;
 };
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
@@ -53,6 +64,7 @@ conn_free(struct conn *c, const char *reason)
     if (c->flow_added)
         flow_table_remove(e->flows, &c->flow, ev_now(e->loop), reason);
     inbound_conn_unlink(&c->base);
+    free(c->sniff);
     free(c);
 }
 
@@ -109,6 +121,27 @@ on_connected(void *arg, int fd, int err, const char *why)
     struct conn *c = arg;
     struct engine *e = engine_of(c);
     c->oc = NULL;
+    if (c->state == SNIFF_CONNECT) {
+        /* The reply went out before the connect: the held bytes go first. */
+        if (fd < 0) {
+            flow_log_connect_failed(&c->flow, why);
+            outbound_close_reset(c->fd);
+            c->fd = -1;
+            conn_free(c, "connect failed");
+            return;
+        }
+        if (flow_relay_start(&c->relay, e->loop, c->fd, fd, c->sniff, c->sniff_len, NULL, 0,
+                             &c->flow.bytes_up, &c->flow.bytes_down,
+                             script_config(e->script)->idle_timeout, on_relay_done, c) != 0) {
+            close(fd);
+            conn_free(c, "out of memory");
+            return;
+        }
+        free(c->sniff);
+        c->sniff = NULL;
+        c->state = RELAY;
+        return;
+    }
     if (fd < 0) {
         flow_log_connect_failed(&c->flow, why);
         fail(c, rep_for_errno(err), "connect failed");
@@ -135,6 +168,86 @@ consume(struct conn *c, size_t n)
 {
     memmove(c->buf, c->buf + n, c->len - n);
     c->len -= n;
+}
+
+/* Decides the sniffed flow again, with its host if one came, and connects.
+ * Returns -1 if |c| was freed. */
+static int
+sniff_decide(struct conn *c, const char *name)
+{
+    struct engine *e = engine_of(c);
+    ev_io_stop(e->loop, &c->io);
+    ev_timer_stop(e->loop, &c->timer);
+    if (name != NULL)
+        c->flow.sniffed = strdup(name);
+    c->flow._sniffable = 0;
+    engine_route(e, &c->flow);
+    if (c->flow.policy == FLOW_POLICY_REJECT) {
+        outbound_close_reset(c->fd);
+        c->fd = -1;
+        conn_free(c, "rejected");
+        return -1;
+    }
+    c->state = SNIFF_CONNECT;
+    c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
+                                    script_config(e->script)->connect_timeout, on_connected, c);
+    if (c->oc == NULL) {
+        conn_free(c, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Looks for a name in the bytes read so far; -1 if |c| was freed. */
+static int
+sniff_step(struct conn *c, int eof)
+{
+    char name[256];
+    if (flow_sniff_tls(c->sniff, c->sniff_len, name, sizeof(name), NULL) > 0 ||
+        flow_sniff_http(c->sniff, c->sniff_len, name, sizeof(name)) > 0)
+        return sniff_decide(c, flow_sniff_is_ip(name) ? NULL : name);
+    int more = flow_sniff_tls(c->sniff, c->sniff_len, name, sizeof(name), NULL) ==
+                   FLOW_SNIFF_NEED_MORE ||
+               flow_sniff_http(c->sniff, c->sniff_len, name, sizeof(name)) == FLOW_SNIFF_NEED_MORE;
+    if (more && !eof && c->sniff_len < SNIFF_MAX)
+        return 0;
+    return sniff_decide(c, NULL);
+}
+
+static void
+on_sniff_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct conn *c = CONTAINER(w, struct conn, io);
+    ssize_t n = recv(c->fd, c->sniff + c->sniff_len, SNIFF_MAX - c->sniff_len, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n > 0)
+        c->sniff_len += (size_t)n;
+    sniff_step(c, n <= 0);
+}
+
+/* The client hears "connected" now; its first bytes will name the host. */
+static int
+sniff_start(struct conn *c)
+{
+    struct engine *e = engine_of(c);
+    uint8_t reply[22];
+    size_t n = inbound_socks5_write_reply(reply, SOCKS5_REP_OK, NULL);
+    c->sniff = malloc(SNIFF_MAX);
+    if (c->sniff == NULL || send_all(c, reply, n) != 0) {
+        conn_free(c, c->sniff ? "client gone" : "out of memory");
+        return -1;
+    }
+    memcpy(c->sniff, c->buf, c->len); /* bytes that came with the request */
+    c->sniff_len = c->len;
+    c->len = 0;
+    c->state = SNIFFING;
+    ev_timer_stop(e->loop, &c->timer);
+    ev_timer_set(&c->timer, SNIFF_WAIT, 0);
+    ev_timer_start(e->loop, &c->timer);
+    ev_set_cb(&c->io, on_sniff_read);
+    ev_io_start(e->loop, &c->io);
+    return c->sniff_len > 0 ? sniff_step(c, 0) : 0;
 }
 
 /* Runs the handshake over what is buffered. Returns -1 if |c| was freed. */
@@ -201,7 +314,10 @@ advance(struct conn *c)
             ev_io_stop(e->loop, &c->io);
             flow_table_add(e->flows, &c->flow, ev_now(e->loop));
             c->flow_added = 1;
+            c->flow._sniffable = c->flow.dst.kind != FLOW_ADDR_NAME;
             engine_route(e, &c->flow);
+            if ((c->flow._reads & FLOW_READ_HOST) && c->flow._sniffable)
+                return sniff_start(c);
             if (c->flow.policy == FLOW_POLICY_REJECT) {
                 fail(c, SOCKS5_REP_NOT_ALLOWED, "rejected");
                 return -1;
@@ -241,7 +357,11 @@ static void
 on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct conn *c = CONTAINER(w, struct conn, timer);
-    if (c->state == CONNECTING || c->state == RELAY)
+    if (c->state == SNIFFING) {
+        sniff_decide(c, NULL); /* no name in time: decide without one */
+        return;
+    }
+    if (c->state == CONNECTING || c->state == RELAY || c->state == SNIFF_CONNECT)
         return;
     conn_free(c, "handshake timeout");
 }

@@ -538,6 +538,7 @@ sniff_decide(struct conn *c, const char *name)
         c->flow.sniffed = strdup(name);
         netstack.st.sniffed++;
     }
+    c->flow._sniffable = 0;
     engine_route(e, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT)
         return conn_free(c, "rejected", 1);
@@ -561,7 +562,7 @@ sniff_step(struct conn *c)
         return sniff_decide(c, name);
     int http = flow_sniff_http(buf, n, name, sizeof(name));
     if (http > 0)
-        return sniff_decide(c, name);
+        return sniff_decide(c, flow_sniff_is_ip(name) ? NULL : name);
     int more = tls == FLOW_SNIFF_NEED_MORE || http == FLOW_SNIFF_NEED_MORE;
     if (more && n < SNIFF_MAX && !c->client_eof)
         return LIVE;
@@ -612,6 +613,7 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     netstack.st.conns_total++;
     c->last = now();
     flow_table_add(e->flows, &c->flow, c->last);
+    c->flow._sniffable = 1;
     engine_route(e, &c->flow);
     if (c->flow._reads & FLOW_READ_HOST) {
         /* The decision waits for the host the script asked for. */
