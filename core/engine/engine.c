@@ -89,13 +89,14 @@ engine_stats_log(struct engine *e)
     script_stats(e->script, &ss);
     flow_dcache_stats(e->dcache, &ds);
     LOG_INFO("stats flows_active=%llu flows_total=%llu bytes_up=%llu bytes_down=%llu "
-             "route_calls=%llu route_errors=%llu dcache_hits=%llu dcache_size=%zu "
+             "route_calls=%llu route_errors=%llu dcache_hits=%llu dcache_misses=%llu dcache_size=%zu "
              "rule_version=%u lua_bytes=%zu",
              (unsigned long long)fs.active, (unsigned long long)fs.total,
              (unsigned long long)fs.bytes_up, (unsigned long long)fs.bytes_down,
              (unsigned long long)(e->route_calls_before + ss.route_calls),
              (unsigned long long)(e->route_errors_before + ss.route_errors),
-             (unsigned long long)(e->dcache_hits_before + ds.hits), ds.size, e->rule_version,
+             (unsigned long long)(e->dcache_hits_before + ds.hits), (unsigned long long)ds.misses,
+             ds.size, e->rule_version,
              ss.lua_bytes);
     if (e->tun == NULL)
         return;
