@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "rules/rules.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -39,51 +40,8 @@
 #define NSUFFIX 100000
 #define NCIDR 10000
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static size_t nq = 1000000;
 
-static uint64_t
-rnd(void)
-{
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return rng * 0x2545f4914f6cdd1dull;
-}
-
-static unsigned
-below(unsigned n)
-{
-    return (unsigned)(rnd() % n);
-}
-
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static long
-rss_kib(void)
-{
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f == NULL)
-        return 0;
-    if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-        rss = 0;
-    fclose(f);
-    return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-static int
-cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* A query, whatever the set: a host, an address or a port. */
 struct query {

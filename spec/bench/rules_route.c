@@ -60,6 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "flow/dcache.h"
 #include "flow/flow.h"
 #include "rules/rules.h"
@@ -75,53 +76,10 @@
 #define WARMUP 50000
 #define DC_GETS 1000000
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static size_t nq = 1000000;
 static int nloads = 5;
 static int decisions_only; /* --decisions-only: no matchers-alone or cache runs (for perf) */
 
-static uint64_t
-rnd(void)
-{
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return rng * 0x2545f4914f6cdd1dull;
-}
-
-static unsigned
-below(unsigned n)
-{
-    return (unsigned)(rnd() % n);
-}
-
-static uint64_t
-now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static long
-rss_kib(void)
-{
-    long pages = 0, rss = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f == NULL)
-        return 0;
-    if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-        rss = 0;
-    fclose(f);
-    return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-static int
-cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int
 cmp_dbl(const void *a, const void *b)
