@@ -139,7 +139,8 @@ have_ipv6_loopback() {
 # wait_port HOST PORT [SECONDS]: until a TCP connect succeeds.
 wait_port() {
     local host=$1 port=$2 secs=${3:-10}
-    python3 - "$host" "$port" "$secs" <<'PY'
+    # WAIT_IN=NS runs the probe inside network namespace NS (netns.sh).
+    ${WAIT_IN:+ip netns exec "$WAIT_IN"} python3 - "$host" "$port" "$secs" <<'PY'
 import socket, sys, time
 host, port, deadline = sys.argv[1], int(sys.argv[2]), time.time() + float(sys.argv[3])
 while True:

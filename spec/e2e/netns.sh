@@ -198,18 +198,7 @@ bg_in() {
 
 # wait_tcp NS HOST PORT [SECONDS]: until a TCP connect from NS succeeds.
 wait_tcp() {
-    ip netns exec "$1" "$PY" - "$2" "$3" "${4:-10}" <<'PY'
-import socket, sys, time
-host, port, deadline = sys.argv[1], int(sys.argv[2]), time.time() + float(sys.argv[3])
-while True:
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-        sys.exit(0)
-    except OSError:
-        if time.time() > deadline:
-            sys.exit(1)
-        time.sleep(0.05)
-PY
+    WAIT_IN=$1 wait_port "$2" "$3" "${4:-10}"
 }
 
 # wait_file FILE [SECONDS]: until FILE exists and is not empty.
