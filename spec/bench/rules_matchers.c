@@ -281,30 +281,6 @@ bench_domains(void)
     free(elen);
 }
 
-struct cidr {
-    int family;
-    uint8_t addr[16];
-    unsigned prefix;
-};
-
-static void
-random_cidr(struct cidr *c)
-{
-    for (int i = 0; i < 16; i++)
-        c->addr[i] = (uint8_t)rnd();
-    if (below(10) < 7) {
-        static const unsigned len4[] = {11, 13, 14, 15, 16, 16, 17, 18, 19, 20, 21, 22,
-                                        22, 23, 24, 24, 24, 24, 28, 32, 32};
-        c->family = AF_INET;
-        c->prefix = len4[below(sizeof(len4) / sizeof(len4[0]))];
-    } else {
-        static const unsigned len6[] = {16, 20, 29, 32, 32, 36, 40, 44, 48, 48, 56, 64, 128};
-        c->family = AF_INET6;
-        c->addr[0] = (uint8_t)(0x20 | below(2)); /* 2000::/7, global unicast */
-        c->prefix = len6[below(sizeof(len6) / sizeof(len6[0]))];
-    }
-}
-
 static void
 bench_cidrs(void)
 {
