@@ -18,12 +18,6 @@ engine_log_level_parse(const char *name)
     return -1;
 }
 
-const char *
-engine_log_level_name(enum engine_log_level level)
-{
-    return names[level];
-}
-
 void
 engine_log_write(enum engine_log_level level, const char *fmt, ...)
 {

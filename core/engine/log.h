@@ -15,7 +15,6 @@ extern enum engine_log_level engine_log_level;
 
 /* Parses "error", "warn", "info" or "debug"; returns -1 for anything else. */
 int engine_log_level_parse(const char *name);
-const char *engine_log_level_name(enum engine_log_level level);
 
 void engine_log_write(enum engine_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

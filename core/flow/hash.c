@@ -113,9 +113,3 @@ flow_hash_remove(struct flow_hash *h, struct flow_node *n)
     }
     n->_next = NULL;
 }
-
-size_t
-flow_hash_count(const struct flow_hash *h)
-{
-    return h->count;
-}

@@ -38,6 +38,5 @@ struct flow_node *flow_hash_lookup(const struct flow_hash *h, const struct flow_
  * table had to grow and could not. */
 int flow_hash_insert(struct flow_hash *h, struct flow_node *n, uint32_t hash);
 void flow_hash_remove(struct flow_hash *h, struct flow_node *n);
-size_t flow_hash_count(const struct flow_hash *h);
 
 #endif
