@@ -104,9 +104,50 @@ on_done(struct ev_loop *loop, ev_async *w, int revents)
     }
 }
 
-struct dns_resolver *
-dns_resolver_new(struct ev_loop *loop)
+/* Interim: the getaddrinfo workers stand behind the new interface until the
+ * non-blocking client replaces this file. */
+void
+dns_resolver_opts_default(struct dns_resolver_opts *o)
 {
+    memset(o, 0, sizeof(*o));
+    o->timeout = 2.0;
+    o->attempts = 2;
+    o->cache_entries = 4096;
+}
+
+int
+dns_resolver_configure(struct dns_resolver *r, const struct dns_resolver_opts *o, char *err,
+                       size_t errlen)
+{
+    (void)r, (void)o, (void)err, (void)errlen;
+    return 0;
+}
+
+struct dns_query *
+dns_forward(struct dns_resolver *r, const uint8_t *q, size_t len, dns_forward_cb cb, void *arg)
+{
+    (void)r, (void)q, (void)len, (void)cb, (void)arg;
+    return NULL;
+}
+
+const char *
+dns_resolver_name_of(struct dns_resolver *r, const uint8_t *ip, int version)
+{
+    (void)r, (void)ip, (void)version;
+    return NULL;
+}
+
+void
+dns_resolver_stats(const struct dns_resolver *r, struct dns_resolver_stats *out)
+{
+    (void)r;
+    memset(out, 0, sizeof(*out));
+}
+
+struct dns_resolver *
+dns_resolver_new(struct ev_loop *loop, const struct dns_resolver_opts *o, char *err, size_t errlen)
+{
+    (void)o, (void)err, (void)errlen;
     struct dns_resolver *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return NULL;
@@ -175,7 +216,7 @@ dns_resolve(struct dns_resolver *r, const char *name, dns_resolve_cb cb, void *a
 }
 
 void
-dns_resolve_cancel(struct dns_query *q)
+dns_query_cancel(struct dns_query *q)
 {
     q->cancelled = 1;
 }

@@ -204,7 +204,10 @@ chute_engine_new(chute_engine **out, const struct chute_options *opts)
     e->flows = flow_table_new();
     if (e->loop == NULL || e->flows == NULL)
         goto fail;
-    e->dns = dns_resolver_new(e->loop);
+    struct dns_resolver_opts dopts;
+    dns_resolver_opts_default(&dopts);
+    char derr[128];
+    e->dns = dns_resolver_new(e->loop, &dopts, derr, sizeof(derr));
     if (e->dns == NULL)
         goto fail;
     e->out.loop = e->loop;

@@ -1,0 +1,111 @@
+#ifndef CHUTE_OUTBOUND_PROXY_H
+#define CHUTE_OUTBOUND_PROXY_H
+
+/* Proxy servers as the bundle declares them (chute.proxy), and the
+ * protocol modules that speak to them. Each module turns a connected
+ * socket to the proxy into a path to the flow's destination:
+ *   socks5.c  SOCKS5 CONNECT (RFC 1928, RFC 1929 auth); UDP ASSOCIATE
+ *   http.c    HTTP CONNECT (Basic auth), over TLS for https proxies
+ *   ss.c      Shadowsocks AEAD (SIP004): a stream, and per-datagram UDP
+ *   trojan.c  Trojan: a TLS stream with the request header first */
+
+#include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "flow/flow-t.h"
+#include "outbound/stream.h"
+
+enum outbound_proto {
+    OUTBOUND_SOCKS5 = 0,
+    OUTBOUND_HTTP,
+    OUTBOUND_SHADOWSOCKS,
+    OUTBOUND_TROJAN,
+};
+
+enum outbound_ss_cipher {
+    OUTBOUND_SS_AES_128_GCM = 0,
+    OUTBOUND_SS_AES_256_GCM,
+    OUTBOUND_SS_CHACHA20_POLY1305,
+};
+
+struct outbound_proxy {
+    char name[64];
+    enum outbound_proto type;
+    struct flow_addr server;       /* name or IP, with port */
+    char user[256], pass[256];     /* socks5/http auth ("" = none); ss and trojan: password */
+    int tls;                       /* http: an https proxy; trojan: always */
+    char sni[256];                 /* "" = the server's name (none for an IP) */
+    int skip_cert_verify;
+    int udp;                       /* UDP flows may use this proxy */
+    /* Shadowsocks: the cipher and the master key from the password
+     * (EVP_BytesToKey with MD5), filled at load. */
+    enum outbound_ss_cipher cipher;
+    uint8_t key[32];
+    size_t key_len;
+    /* Trojan: hex(SHA224(password)), filled at load. */
+    char trojan_hash[57];
+    const char *where;             /* "main.lua:12": where the bundle declared it */
+};
+
+/* A handshake in progress on a stream. The callback fires exactly once
+ * (never from inside the start call) unless cancelled: |err| 0 and
+ * |extra| the bytes the proxy sent past its reply (they belong to the
+ * destination: an early response), or |err| an errno value with |why| a
+ * static text ("socks5: connection refused by proxy", "http: 407 proxy
+ * authentication required", ...). The stream stays the caller's. */
+struct outbound_hs;
+typedef void (*outbound_hs_cb)(void *arg, int err, const char *why, const uint8_t *extra,
+                               size_t extra_len);
+
+/* socks5.c: greeting (no-auth, or user/pass when |p| has a user), auth,
+ * CONNECT |dst| (a name is sent as a name), reply. */
+struct outbound_hs *outbound_socks5_connect(struct outbound_stream *s, const struct outbound_proxy *p,
+                                            const struct flow_addr *dst, outbound_hs_cb cb,
+                                            void *arg);
+/* http.c: "CONNECT host:port", Proxy-Authorization Basic when |p| has a
+ * user, any 2xx opens the tunnel. */
+struct outbound_hs *outbound_http_connect(struct outbound_stream *s, const struct outbound_proxy *p,
+                                          const struct flow_addr *dst, outbound_hs_cb cb,
+                                          void *arg);
+/* Stops the handshake's watchers and frees it; the callback is not called. */
+void outbound_hs_cancel(struct outbound_hs *h);
+
+/* ss.c: a Shadowsocks stream over the connected socket |fd| (owned from
+ * now on) to |dst|: the salt and the address header go out with the first
+ * bytes written (or after 10 ms with none). NULL when out of memory (fd
+ * closed). */
+struct outbound_stream *outbound_ss_stream(struct ev_loop *loop, int fd,
+                                           const struct outbound_proxy *p,
+                                           const struct flow_addr *dst);
+
+/* ss.c, UDP: each datagram sealed on its own with a fresh salt.
+ * Seal: [salt][AEAD([addr of dst][payload])][tag] into |out|; returns the
+ * length or -1 when |cap| is too small. Open: checks and decrypts |in| in
+ * place; returns the payload's offset in |in| with its length in
+ * |*payload_len| and the sender's address in |from|, or -1 (bad tag,
+ * malformed: the datagram is dropped and counted). */
+ssize_t outbound_ss_udp_seal(const struct outbound_proxy *p, const struct flow_addr *dst,
+                             const uint8_t *payload, size_t len, uint8_t *out, size_t cap);
+ssize_t outbound_ss_udp_open(const struct outbound_proxy *p, uint8_t *in, size_t len,
+                             struct flow_addr *from, size_t *payload_len);
+
+/* Fills p->cipher, key and key_len from a cipher name and a password.
+ * 0, or -1 for an unknown cipher. */
+int outbound_ss_setup(struct outbound_proxy *p, const char *cipher, const char *password);
+
+/* trojan.c: wraps a TLS stream (the handshake done) so the first bytes
+ * written go after "hex(SHA224(pw))\r\n CMD ATYP ADDR PORT \r\n". */
+struct outbound_stream *outbound_trojan_stream(struct outbound_stream *tls,
+                                               const struct outbound_proxy *p,
+                                               const struct flow_addr *dst);
+/* Fills p->trojan_hash from the password. */
+void outbound_trojan_setup(struct outbound_proxy *p, const char *password);
+
+/* The SOCKS5 address form shared by SOCKS5, Shadowsocks and Trojan:
+ * [ATYP][addr][port BE]. write: bytes written or -1 (|cap| too small);
+ * parse: bytes consumed, 0 when more bytes are needed, -1 malformed. */
+int outbound_addr_write(uint8_t *out, size_t cap, const struct flow_addr *a);
+int outbound_addr_parse(const uint8_t *in, size_t len, struct flow_addr *a);
+
+#endif
