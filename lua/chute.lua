@@ -54,9 +54,7 @@ local schema = {
       return string.format("%q is not one of error, warn, info, debug", v)
     end
   end },
-  fallback = { type = "string", check = function(v)
-    if not core.is_policy(v) then return string.format("unknown policy %q", v) end
-  end },
+  fallback = { type = "string" }, -- a policy name; checked once proxies are all declared
   listen = { fields = { socks = { fields = listener }, http = { fields = listener } } },
   timeouts = { fields = {
     connect = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
@@ -85,6 +83,41 @@ local schema = {
     fwmark = { type = "integer", check = function(v)
       if v < 1 or v > 0xffffffff then return "must be 1..0xffffffff" end
     end },
+  } },
+  dns = { fields = {
+    mode = { type = "string", check = function(v)
+      if v ~= "fake-ip" and v ~= "real-ip" then return string.format("%q is not fake-ip or real-ip", v) end
+    end },
+    fake_ip_range = { type = "string", check = function(v) return core.check_range(v, 4) end },
+    fake_ip_range6 = { type = "string", check = function(v) return core.check_range(v, 6) end },
+    fake_ip_ttl = { type = "integer", check = function(v)
+      if v < 1 or v > 86400 then return "must be 1..86400 seconds" end
+    end },
+    fake_ip_size = { type = "integer", check = function(v)
+      if v < 16 or v > 16777216 then return "must be 16..16777216 mappings" end
+    end },
+    state_file = { type = "string" },
+    persist = { type = "boolean" },
+    upstream = { type = "table", check = function(t)
+      if #t == 0 or #t > 8 then return "expected 1..8 addresses (\"IP\" or \"IP:PORT\")" end
+      for i, v in ipairs(t) do
+        local e = type(v) ~= "string" and "expected a string" or core.check_upstream(v)
+        if e then return string.format("[%d]: %s", i, e) end
+      end
+    end },
+    exclude = { type = "table", check = function(t)
+      for i, v in ipairs(t) do
+        if type(v) ~= "string" or #v == 0 then return string.format("[%d]: expected a name", i) end
+      end
+    end },
+    listen = { type = "string", check = core.check_address },
+    timeout = { type = "number", check = function(v)
+      if v <= 0 or v > 30 then return "must be > 0 and at most 30 seconds" end
+    end },
+    cache = { type = "integer", check = function(v)
+      if v < 0 or v > 1000000 then return "must be 0..1000000 entries (0 turns it off)" end
+    end },
+    hijack = { type = "boolean" },
   } },
   budget = { type = "integer", check = function(v)
     if v < 1000 or v > 1000000000 then return "must be 1000..1000000000 instructions" end
@@ -136,6 +169,9 @@ local function expand_shorthands(cfg)
       if type(v) == "string" then cfg.listen[k] = { address = v } end
     end
   end
+  if type(cfg.dns) == "table" and type(cfg.dns.upstream) == "string" then
+    cfg.dns.upstream = { cfg.dns.upstream }
+  end
   if type(cfg.tun) == "table" then
     for _, k in ipairs { "address", "exclude" } do
       if type(cfg.tun[k]) == "string" then cfg.tun[k] = { cfg.tun[k] } end
@@ -159,12 +195,27 @@ function M.config(t)
   if e then where_error("chute.config: " .. e, 2) end
   state.config = t
   state.configured = true
+  -- "main.lua:3: ", for what can only be checked once main.lua has run
+  state.config_where = select(2, pcall(error, "", 3))
 end
 
 M.log = core.log
 M.ruleset = core.ruleset
 M.rules = core.rules
 M.version = core.version
+M.select = core.select
+
+--- chute.proxy "name" { type = ..., server = ..., port = ..., ... }
+function M.proxy(name)
+  if type(name) ~= "string" then where_error("chute.proxy: expected a name string", 2) end
+  return function(t) core.proxy(name, t) end
+end
+
+--- chute.group "name" { type = "select"|"fallback"|"url-test"|"load-balance", proxies = {...} }
+function M.group(name)
+  if type(name) ~= "string" then where_error("chute.group: expected a name string", 2) end
+  return function(t) core.group(name, t) end
+end
 
 local hook_names = { route = true, on_request = true, on_dns = true }
 

@@ -32,7 +32,21 @@ struct dns_resolver_opts {
     int attempts;          /* tries over the upstream list before "timeout" */
     size_t cache_entries;  /* 0: no cache */
     const char *hosts_file;/* NULL: /etc/hosts; "" for none */
+    /* Address families dns_resolve() asks for: 0 follows the machine's
+     * addresses (those of |interface| when set) as AI_ADDRCONFIG does —
+     * AAAA only with a global IPv6 address, A only with a non-loopback
+     * IPv4 one, both when neither is found; else DNS_FAMILY_* bits. */
+    unsigned families;
 };
+
+#define DNS_FAMILY_V4 1u
+#define DNS_FAMILY_V6 2u
+
+/* The errors callbacks get, comparable by address. */
+extern const char dns_err_not_found[]; /* "name not found": NXDOMAIN, or no address */
+extern const char dns_err_timeout[];   /* "timeout": no upstream answered */
+extern const char dns_err_servfail[];  /* "server failure": SERVFAIL/REFUSED, bad answers */
+extern const char dns_err_nomem[];     /* "out of memory" */
 
 /* Fills |o| with the defaults: no upstreams (resolv.conf), 2 s, 2 attempts,
  * 4096 cache entries, /etc/hosts. */
@@ -82,11 +96,82 @@ const char *dns_resolver_name_of(struct dns_resolver *r, const uint8_t *ip, int 
 struct dns_resolver_stats {
     uint64_t queries;      /* dns_resolve + dns_forward calls */
     uint64_t sent;         /* datagrams/segments sent upstream */
-    uint64_t timeouts, failures, truncated_tcp;
-    uint64_t cache_hits, cache_misses;
-    uint64_t hosts_hits;
+    uint64_t timeouts;     /* attempts an upstream left unanswered */
+    uint64_t failures;     /* upstream exchanges that ended in an error */
+    uint64_t truncated_tcp;/* truncated UDP answers retried over TCP */
+    uint64_t cache_hits, cache_misses; /* per (name, type) looked up */
+    uint64_t hosts_hits;   /* dns_resolve answered by the hosts file */
     size_t cache_entries, reverse_entries;
 };
 void dns_resolver_stats(const struct dns_resolver *r, struct dns_resolver_stats *out);
+
+/* ---- The DNS server (server.c) ---- */
+
+enum dns_mode { DNS_MODE_FAKE_IP = 0, DNS_MODE_REAL_IP };
+
+struct dns_server_opts {
+    enum dns_mode mode;
+    char range4[64], range6[64];  /* fake-IP ranges ("" : none for v6) */
+    uint32_t fake_ttl;            /* seconds on fake answers */
+    size_t fake_max;              /* live mappings at most (0: the range's size) */
+    const char *state_file;       /* fake-IP mappings across restarts (NULL: none) */
+    /* Names that get real answers in fake-ip mode: "name" exact, "+.name",
+     * "*.name" or ".name" for the name and its subdomains. */
+    const char *const *exclude;
+    size_t nexclude;
+    /* UDP+TCP listener ("127.0.0.1:5353"); NULL: none. The TUN's port 53 is
+     * answered without it. */
+    const struct sockaddr_storage *listen;
+};
+
+/* What chute.on_dns decided for a name: nothing (answer as usual), block
+ * (NXDOMAIN), fixed addresses, or real (no fake IP for it). */
+enum dns_hook_action { DNS_HOOK_NONE = 0, DNS_HOOK_BLOCK, DNS_HOOK_ADDRS, DNS_HOOK_REAL };
+#define DNS_HOOK_MAX_ADDRS 8
+struct dns_hook_result {
+    enum dns_hook_action action;
+    size_t n4, n6;
+    uint8_t v4[DNS_HOOK_MAX_ADDRS][4];
+    uint8_t v6[DNS_HOOK_MAX_ADDRS][16];
+};
+/* Called at most once per name (the result is cached until the hook is
+ * set again). */
+typedef void (*dns_hook_fn)(void *arg, const char *name, uint16_t qtype,
+                            struct dns_hook_result *out);
+
+struct dns_server;
+
+/* NULL with |err| (a bad range or exclude, a listener that cannot bind, an
+ * unreadable state file). Loads the state file. */
+struct dns_server *dns_server_new(struct ev_loop *loop, struct dns_resolver *r,
+                                  const struct dns_server_opts *o, char *err, size_t errlen);
+/* Saves the fake-IP state (if a file is set) and frees. */
+void dns_server_free(struct dns_server *s);
+void dns_server_set_hook(struct dns_server *s, dns_hook_fn fn, void *arg);
+
+/* |msg| answers the query; |ctx| is the copy given to dns_server_query. */
+typedef void (*dns_answer_cb)(const void *ctx, const uint8_t *msg, size_t len);
+#define DNS_CTX_MAX 64
+/* Answers the query message |q|: at once (fake-IP, hook, cache) or when the
+ * upstream does. |max| is the largest reply the transport takes: 0 for UDP
+ * (the requester's EDNS0 size, or 512), 65535 for TCP. A message that cannot be
+ * answered (no header) gets no callback. */
+void dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max,
+                      dns_answer_cb cb, const void *ctx, size_t ctx_len);
+
+/* Fake-IP: 1 if |ip| is in a fake range; the name it stands for (or NULL:
+ * not mapped, e.g. recycled or from before a restart without state). */
+int dns_server_is_fake(const struct dns_server *s, const uint8_t *ip, int version);
+const char *dns_server_fake_name(struct dns_server *s, const uint8_t *ip, int version);
+/* The TCP address the TUN's TCP/53 flows are sent to. */
+const struct sockaddr_storage *dns_server_tcp_addr(const struct dns_server *s);
+
+struct dns_server_stats {
+    uint64_t queries, fake_answers, forwarded, hook_answers, blocked, formerr, servfail, dropped;
+    uint64_t fake_misses;   /* flows to a fake IP with no name behind it */
+    size_t fake_entries, fake_bytes;
+};
+void dns_server_stats(const struct dns_server *s, struct dns_server_stats *out);
+void dns_server_count_fake_miss(struct dns_server *s);
 
 #endif

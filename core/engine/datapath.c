@@ -60,7 +60,8 @@ packet(struct engine *e, const uint8_t *p, size_t len)
         netstack_tcp_input(&v);
         break;
     case IPPROTO_UDP:
-        flow_udp_input(e->udp, &v);
+        if (!engine_dns_udp(e, &v))
+            flow_udp_input(e->udp, &v);
         break;
     default: /* ICMP, ICMPv6 */
         if ((v.version == 4 && v.icmp_type == 8) || (v.version == 6 && v.icmp_type == 128))

@@ -5,6 +5,8 @@
 
 #include "chute/chute.h"
 #include "dns/dns.h"
+#include "outbound/set.h"
+#include "tls/tls.h"
 #include "flow/dcache.h"
 #include "flow/udp.h"
 #include "netstack/netstack.h"
@@ -67,8 +69,18 @@ engine_stats_publish(struct engine *e)
                           memory_order_relaxed);
 }
 
+static void name_policy(struct engine *e, struct flow *f);
+static void route(struct engine *e, struct flow *f);
+
 void
 engine_route(struct engine *e, struct flow *f)
+{
+    route(e, f);
+    name_policy(e, f);
+}
+
+static void
+route(struct engine *e, struct flow *f)
 {
     if (flow_dcache_get(e->dcache, f))
         return;
@@ -77,6 +89,15 @@ engine_route(struct engine *e, struct flow *f)
     script_route(e->script, f);
     if (!(f->_reads & FLOW_READ_UNCACHEABLE) && strcmp(f->rule, "route") == 0)
         flow_dcache_put(e->dcache, f);
+}
+
+/* The policy's name, for the flow's close line. */
+static void
+name_policy(struct engine *e, struct flow *f)
+{
+    f->policy_name = f->policy >= FLOW_POLICY__BUILTIN
+                         ? flow_policy_intern(script_policy_name(e->script, f->policy))
+                         : NULL;
 }
 
 void
@@ -88,16 +109,47 @@ engine_stats_log(struct engine *e)
     flow_table_stats(e->flows, &fs);
     script_stats(e->script, &ss);
     flow_dcache_stats(e->dcache, &ds);
+    struct dns_resolver_stats rs;
+    struct dns_server_stats dss = {0};
+    struct outbound_set_stats os = {0};
+    dns_resolver_stats(e->dns, &rs);
+    if (e->dnss != NULL)
+        dns_server_stats(e->dnss, &dss);
+    if (e->out.set != NULL)
+        outbound_set_stats(e->out.set, &os);
+    char more[640];
+    snprintf(more, sizeof(more),
+             " dns_queries=%llu dns_fake=%llu dns_forwarded=%llu dns_hook=%llu dns_blocked=%llu "
+             "dns_formerr=%llu dns_servfail=%llu dns_fake_misses=%llu dns_fake_entries=%zu "
+             "dns_fake_bytes=%zu resolver_queries=%llu resolver_sent=%llu resolver_cache_hits=%llu "
+             "resolver_cache_misses=%llu resolver_timeouts=%llu resolver_tcp=%llu "
+             "proxy_auth_failures=%llu health_checks=%llu health_failures=%llu group_switches=%llu",
+             (unsigned long long)dss.queries, (unsigned long long)dss.fake_answers,
+             (unsigned long long)dss.forwarded, (unsigned long long)dss.hook_answers,
+             (unsigned long long)dss.blocked, (unsigned long long)dss.formerr,
+             (unsigned long long)dss.servfail, (unsigned long long)dss.fake_misses,
+             dss.fake_entries, dss.fake_bytes, (unsigned long long)rs.queries,
+             (unsigned long long)rs.sent, (unsigned long long)rs.cache_hits,
+             (unsigned long long)rs.cache_misses, (unsigned long long)rs.timeouts,
+             (unsigned long long)rs.truncated_tcp, (unsigned long long)outbound_auth_failures(),
+             (unsigned long long)os.checks, (unsigned long long)os.check_failures,
+             (unsigned long long)os.switches);
+    if (e->out.set != NULL) {
+        char groups[1024];
+        outbound_set_describe(e->out.set, groups, sizeof(groups));
+        if (groups[0] != '\0')
+            LOG_INFO("groups %s", groups);
+    }
     LOG_INFO("stats flows_active=%llu flows_total=%llu bytes_up=%llu bytes_down=%llu "
              "route_calls=%llu route_errors=%llu dcache_hits=%llu dcache_misses=%llu dcache_size=%zu "
-             "rule_version=%u lua_bytes=%zu",
+             "rule_version=%u lua_bytes=%zu%s",
              (unsigned long long)fs.active, (unsigned long long)fs.total,
              (unsigned long long)fs.bytes_up, (unsigned long long)fs.bytes_down,
              (unsigned long long)(e->route_calls_before + ss.route_calls),
              (unsigned long long)(e->route_errors_before + ss.route_errors),
              (unsigned long long)(e->dcache_hits_before + ds.hits), (unsigned long long)ds.misses,
              ds.size, e->rule_version,
-             ss.lua_bytes);
+             ss.lua_bytes, more);
     if (e->tun == NULL)
         return;
     struct tun_stats ts;
@@ -137,6 +189,22 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     struct script *s = script_load(dir, src, err, errlen);
     if (s == NULL)
         return -1;
+    struct outbound_set *set = script_outbound_set(s);
+    if (outbound_set_needs_tls(set) && e->out.tls == NULL) {
+        /* The trust store loads once (~40 ms), when a bundle first needs it. */
+        char terr[256];
+        e->out.tls = tls_ctx_new(NULL, terr, sizeof(terr));
+        if (e->out.tls == NULL) {
+            snprintf(err, errlen, "%s", terr);
+            script_free(s);
+            return -1;
+        }
+    }
+    if (engine_dns_load(e, e->script ? script_config(e->script) : NULL, script_config(s), err,
+                        errlen) != 0) {
+        script_free(s);
+        return -1;
+    }
     struct flow_dcache *dc = flow_dcache_new(script_config(s)->decision_cache);
     if (dc == NULL) {
         snprintf(err, errlen, "out of memory for the decision cache");
@@ -160,10 +228,23 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     }
     e->script = s;
     e->rule_version++;
-    script_free(old);
     const struct script_config *cfg = script_config(s);
     snprintf(e->out.interface, sizeof(e->out.interface), "%s", cfg->out_interface);
     e->out.fwmark = cfg->out_fwmark;
+    e->local = e->out;
+    e->local.interface[0] = '\0';
+    e->local.fwmark = 0;
+    e->local.set = NULL;
+    engine_dns_hook(e);
+    /* Connections opening through the old set keep it alive until done. */
+    struct outbound_set *oldset = e->out.set;
+    e->out.set = outbound_set_ref(set);
+    outbound_set_start(set, &e->out, oldset);
+    if (oldset != NULL) {
+        outbound_set_stop(oldset);
+        outbound_set_unref(oldset);
+    }
+    script_free(old);
     return 0;
 }
 
@@ -400,8 +481,14 @@ chute_engine_free(chute_engine *ce)
     engine_tun_stop(e);
     inbound_close(e->socks);
     inbound_close(e->http);
+    if (e->out.set != NULL) {
+        outbound_set_stop(e->out.set);
+        outbound_set_unref(e->out.set);
+    }
+    dns_server_free(e->dnss);
     dns_resolver_free(e->dns);
     script_free(e->script);
+    tls_ctx_free(e->out.tls);
     flow_table_free(e->flows);
     ev_loop_destroy(e->loop);
     flow_dcache_free(e->dcache);

@@ -18,6 +18,9 @@ struct inbound_listener;
 struct tun;
 struct flow_udp_table;
 struct flow_dcache;
+struct dns_server;
+struct ip_view;
+struct script_config;
 
 /* Packets the TUN path dropped or answered itself. */
 struct engine_dp_stats {
@@ -35,6 +38,8 @@ struct engine {
     struct flow_table *flows;
     struct flow_dcache *dcache; /* per loaded bundle: a reload starts it empty */
     struct dns_resolver *dns;
+    struct dns_server *dnss;     /* NULL unless the bundle has dns = {...} */
+    struct outbound_env local;   /* like out, without interface or mark: chute's own listeners */
     struct outbound_env out;
     struct inbound_listener *socks, *http;
     struct tun *tun;             /* NULL unless the bundle has tun = {...} */
@@ -65,6 +70,22 @@ int engine_load(struct engine *e, const char *dir, const char *src, char *err, s
  * does nothing when it has none. Returns -1 with |err| filled. */
 int engine_tun_start(struct engine *e, char *err, size_t errlen);
 void engine_tun_stop(struct engine *e);
+
+/* dns_glue.c. Applies the bundle's dns = {...} to the resolver and the
+ * server (|old| is the previous bundle's config, or NULL). */
+int engine_dns_load(struct engine *e, const struct script_config *old,
+                    const struct script_config *cfg, char *err, size_t errlen);
+/* Points the server's on_dns hook at the current script. */
+void engine_dns_hook(struct engine *e);
+/* A UDP datagram to port 53 on the TUN: answered by the server (1), or not
+ * ours (0). */
+int engine_dns_udp(struct engine *e, const struct ip_view *v);
+/* A TCP flow to port 53 on the TUN: sent to the server's TCP socket (1). */
+int engine_dns_tcp(struct engine *e, struct flow *f);
+/* A new flow's destination: a fake IP becomes its name (-1: a fake IP with
+ * no name behind it: refuse the flow); in real-ip mode the name an answer
+ * gave for the IP becomes flow.host. */
+int engine_flow_name(struct engine *e, struct flow *f);
 
 /* Logs one line with every counter (SIGUSR1, and at exit). */
 void engine_stats_log(struct engine *e);

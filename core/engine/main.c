@@ -214,7 +214,7 @@ cmd_route(int argc, char **argv)
     src->sin_family = AF_INET;
     src->sin_addr.s_addr = htonl(0x7f000001);
     script_route(s, &f);
-    printf("%s\t%s%s%s\n", flow_policy_name(f.policy), f.rule, f.why[0] ? " " : "", f.why);
+    printf("%s\t%s%s%s\n", script_policy_name(s, f.policy), f.rule, f.why[0] ? " " : "", f.why);
     script_free(s);
     return 0;
 }

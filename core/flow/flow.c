@@ -60,11 +60,13 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
         flow_sockaddr_format(&f->src, src, sizeof(src));
         flow_addr_format(&f->dst, dst, sizeof(dst));
         engine_log_write(ENGINE_LOG_INFO,
-                         "flow %llu %s %s %s -> %s%s%s policy=%s rule=\"%s%s%s\" up=%llu "
+                         "flow %llu %s %s %s -> %s%s%s policy=%s%s%s rule=\"%s%s%s\" up=%llu "
                          "down=%llu time=%.3fs close=%s",
                          (unsigned long long)f->id, flow_network_name(f->network),
                          flow_inbound_name(f->inbound), src, dst, sniffed ? " host=" : "",
-                         sniffed ? sniffed : "", flow_policy_name(f->policy),
+                         sniffed ? sniffed : "",
+                         f->policy_name ? f->policy_name : flow_policy_name(f->policy),
+                         f->via ? " via=" : "", f->via ? f->via : "",
                          f->rule ? f->rule : "-", f->why[0] ? " " : "", f->why,
                          (unsigned long long)f->bytes_up,
                          (unsigned long long)f->bytes_down, now - f->started, reason);
@@ -102,6 +104,28 @@ flow_inbound_name(enum flow_inbound i)
 {
     static const char *const names[] = {"socks", "http", "tun"};
     return names[i];
+}
+
+const char *
+flow_policy_intern(const char *name)
+{
+    /* Few distinct names ever exist (the proxies and groups of the bundles
+     * loaded): a list is enough, and entries are never freed. */
+    static struct interned {
+        struct interned *next;
+        char name[];
+    } *head;
+    for (struct interned *i = head; i != NULL; i = i->next)
+        if (strcmp(i->name, name) == 0)
+            return i->name;
+    size_t n = strlen(name) + 1;
+    struct interned *i = malloc(sizeof(*i) + n);
+    if (i == NULL)
+        return "?";
+    memcpy(i->name, name, n);
+    i->next = head;
+    head = i;
+    return i->name;
 }
 
 const char *

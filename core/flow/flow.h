@@ -28,6 +28,8 @@ struct flow {
     struct flow_addr dst;     /* as the client asked: IP literal or name */
     int policy;               /* enum flow_policy (or a later proxy id) */
     const char *rule;         /* what decided: "route", "fallback: <reason>" (static) */
+    const char *policy_name;  /* the policy's name (interned: lives forever), NULL: built-in */
+    const char *via;          /* what a group picked: a proxy's name (interned), or NULL */
     uint8_t _reads;           /* FLOW_READ_*: what route() looked at (the decision cache) */
     uint8_t _sniffable;       /* the inbound can read a host from the first bytes: a route()
                                * that asks for the missing host is a trial, decided again */
@@ -69,6 +71,9 @@ void flow_log_connect_failed(const struct flow *f, const char *why);
 const char *flow_network_name(enum flow_network n);
 const char *flow_inbound_name(enum flow_inbound i);
 const char *flow_policy_name(int policy);
+/* A copy of |name| that lives as long as the process: one per distinct
+ * name, so flows can keep policy names across reloads. */
+const char *flow_policy_intern(const char *name);
 /* Writes the host part of |a| (no port, no brackets) into |buf|. */
 void flow_addr_host(const struct flow_addr *a, char *buf, size_t len);
 /* Writes "host:port" ("[v6]:port") into |buf|. */

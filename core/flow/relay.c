@@ -212,6 +212,10 @@ flow_relay_stop(struct flow_relay *r)
 {
     if (!r->_running)
         return;
+    if (r->_st != NULL) {
+        flow_relay_stream_stop(r);
+        return;
+    }
     r->_running = 0;
     dir_close(r->_loop, &r->_up);
     dir_close(r->_loop, &r->_down);

@@ -6,15 +6,25 @@
  * space, and at most one pipe's worth (64 KiB) is in flight per direction,
  * which is the back-pressure: a direction stops reading while its pipe
  * cannot drain. A FIN is passed on as shutdown(SHUT_WR) once the pipe is
- * empty; a reset on one side becomes a reset on the other. */
+ * empty; a reset on one side becomes a reset on the other.
+ *
+ * Stream mode (relay_stream.c) relays a client socket to an outbound_stream
+ * (Shadowsocks, TLS): plaintext passes through a user-space buffer per
+ * direction (64 KiB, allocated on first use), with the same back-pressure,
+ * half-close, idle and reset rules. */
 
 #include <ev.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct flow_relay;
+struct flow_relay_stream;
+struct outbound_stream;
 
-/* |reason| is a static string: "done", "reset", "idle", "error". */
+/* |reason| is a static string: "done", "reset", "idle", "error", and in
+ * stream mode also "auth failed" (the stream reported EBADMSG: a bad AEAD
+ * tag or TLS record, i.e. a wrong key or a tampered path; both sides were
+ * reset). Compare with strcmp(). */
 typedef void (*flow_relay_done_cb)(struct flow_relay *r, void *arg, const char *reason);
 
 struct flow_relay_dir {
@@ -37,6 +47,7 @@ struct flow_relay {
     flow_relay_done_cb _cb;
     void *_arg;
     int _running;
+    struct flow_relay_stream *_st; /* stream mode's state; NULL in splice mode */
 };
 
 /* Takes ownership of |client_fd| and |up_fd| (both non-blocking, connected)
@@ -51,8 +62,27 @@ int flow_relay_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, 
                      size_t pre_down_len, uint64_t *up_count, uint64_t *down_count, double idle,
                      flow_relay_done_cb cb, void *arg);
 
-/* Stops relaying and closes everything without calling the callback. A
- * no-op on a relay that is not running. */
+/* Stream mode: as flow_relay_start, with the upstream an outbound_stream
+ * |up| (owned from now on: the relay sets its on_drain, and closes it with a
+ * reset when the client resets, the stream fails or on "auth failed").
+ * |*up_count| counts bytes the stream accepted, |pre_up| included;
+ * |*down_count| bytes delivered to the client, |pre_down| excluded (as in
+ * splice mode). A client EOF becomes the stream's shutdown op once every
+ * byte was taken; the stream's end becomes shutdown(SHUT_WR) on the client.
+ * Each direction moves at most 256 KiB per wake-up before yielding to the
+ * loop. Returns 0, or -1 when out of memory (|client_fd| and |up| are then
+ * still the caller's). */
+int flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop, int client_fd,
+                            struct outbound_stream *up, const void *pre_up, size_t pre_up_len,
+                            const void *pre_down, size_t pre_down_len, uint64_t *up_count,
+                            uint64_t *down_count, double idle, flow_relay_done_cb cb, void *arg);
+
+/* Stops relaying and closes everything (a plain close, the stream with
+ * close(0)) without calling the callback, in either mode. A no-op on a
+ * relay that is not running. */
 void flow_relay_stop(struct flow_relay *r);
+
+/* Internal: flow_relay_stop for stream mode, in relay_stream.c. */
+void flow_relay_stream_stop(struct flow_relay *r);
 
 #endif

@@ -16,12 +16,23 @@
 
 /* Replies read per wake-up before other work gets a turn. */
 #define READ_BURST 64
+/* Datagrams kept while the upstream opens (a name resolving). */
+#define PENDING_MAX 8
+
+struct held {
+    struct held *next;
+    size_t len;
+    uint8_t data[];
+};
 
 struct entry {
     struct flow_node node; /* first: the table's node is the entry */
     struct flow flow;
     struct flow_udp_table *t;
-    int fd;
+    int fd;                /* the upstream's socket once ready; -1 before, or refused */
+    struct outbound_udp *u;/* NULL: refused (REJECT, or the upstream could not open) */
+    struct held *held;     /* while opening */
+    unsigned nheld, ready : 1;
     ev_io rd;
     ev_timer idle;
     double last;
@@ -45,8 +56,12 @@ entry_free(struct entry *x, const char *reason)
     struct ev_loop *loop = t->e->loop;
     ev_io_stop(loop, &x->rd);
     ev_timer_stop(loop, &x->idle);
-    if (x->fd >= 0)
-        close(x->fd);
+    outbound_udp_close(x->u);
+    while (x->held != NULL) {
+        struct held *h = x->held;
+        x->held = h->next;
+        free(h);
+    }
     flow_hash_remove(t->h, &x->node);
     flow_table_remove(t->e->flows, &x->flow, ev_now(loop), reason);
     x->prev->next = x->next;
@@ -105,15 +120,21 @@ on_reply(struct ev_loop *loop, ev_io *w, int revents)
     const struct flow_key *k = &x->node.key;
     size_t hdr = k->version == 4 ? 28 : 48;
     for (int i = 0; i < READ_BURST; i++) {
-        ssize_t n = recv(x->fd, t->buf, sizeof(t->buf), 0);
+        size_t off;
+        ssize_t n = outbound_udp_recv(x->u, t->buf, sizeof(t->buf), &off);
         if (n < 0 && errno == ECONNREFUSED)
             refused_upstream(x);
+        if (n < 0 && errno == EBADMSG) {
+            outbound_count_auth_failure(); /* forged or garbled: dropped, counted */
+            t->st.dropped++;
+            continue;
+        }
         if (n < 0)
             break;
         x->last = ev_now(loop);
         uint8_t *slot = tun_wq_reserve(tun, hdr + (size_t)n);
         size_t len = slot ? ip_build_udp(slot, hdr + (size_t)n, k->version, k->dst, k->dport,
-                                         k->src, k->sport, t->buf, (size_t)n)
+                                         k->src, k->sport, t->buf + off, (size_t)n)
                           : 0;
         if (len == 0) {
             t->st.dropped++; /* larger than the TUN's MTU */
@@ -135,6 +156,52 @@ on_idle(struct ev_loop *loop, ev_timer *w, int revents)
     }
     w->repeat = left;
     ev_timer_again(loop, w);
+}
+
+static void send_up(struct entry *x, const uint8_t *p, size_t len);
+
+/* The upstream is open: what came meanwhile goes first. */
+static void
+on_ready(void *arg, struct outbound_udp *u, const char *why)
+{
+    struct entry *x = arg;
+    struct ev_loop *loop = x->t->e->loop;
+    if (u == NULL) {
+        char dst[300];
+        flow_addr_format(&x->flow.dst, dst, sizeof(dst));
+        LOG_INFO("flow %llu: udp %s: %s", (unsigned long long)x->flow.id, dst, why);
+        x->u = NULL; /* freed by the open: later datagrams are refused */
+    } else {
+        x->ready = 1;
+        x->fd = outbound_udp_fd(u);
+        if (x->flow.policy >= FLOW_POLICY__BUILTIN)
+            x->flow.via = flow_policy_intern(outbound_udp_via(u));
+        ev_io_init(&x->rd, on_reply, x->fd, EV_READ);
+        x->rd.data = x;
+        ev_io_start(loop, &x->rd);
+    }
+    while (x->held != NULL) {
+        struct held *h = x->held;
+        x->held = h->next;
+        if (x->ready)
+            send_up(x, h->data, h->len);
+        else
+            x->t->st.dropped++;
+        free(h);
+    }
+    x->nheld = 0;
+}
+
+static void
+send_up(struct entry *x, const uint8_t *p, size_t len)
+{
+    ssize_t n = outbound_udp_send(x->u, p, len);
+    if (n < 0) {
+        x->t->st.dropped++; /* EAGAIN or an ICMP error on the socket: UDP may lose */
+        return;
+    }
+    x->last = ev_now(x->t->e->loop);
+    x->flow.bytes_up += (uint64_t)n;
 }
 
 static struct entry *
@@ -169,20 +236,15 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_k
     x->idle.repeat = script_config(e->script)->udp_timeout;
     ev_timer_again(e->loop, &x->idle);
 
+    if (engine_flow_name(e, &x->flow) != 0) {
+        x->flow.policy = FLOW_POLICY_REJECT; /* a fake IP with no name behind it */
+        x->flow.rule = "fake IP without a name";
+        return x;
+    }
     engine_route(e, &x->flow);
     if (x->flow.policy == FLOW_POLICY_REJECT)
         return x; /* kept, so the rest of its datagrams are refused at once */
-    x->fd = outbound_direct_udp(&e->out, &x->flow.dst);
-    if (x->fd < 0) {
-        char dst[300];
-        flow_addr_format(&x->flow.dst, dst, sizeof(dst));
-        LOG_INFO("flow %llu: udp %s: %s", (unsigned long long)x->flow.id, dst, strerror(-x->fd));
-        x->fd = -1;
-        return x;
-    }
-    ev_io_init(&x->rd, on_reply, x->fd, EV_READ);
-    x->rd.data = x;
-    ev_io_start(e->loop, &x->rd);
+    x->u = outbound_udp_open(&e->out, x->flow.policy, &x->flow.dst, on_ready, x);
     return x;
 }
 
@@ -210,17 +272,27 @@ flow_udp_input(struct flow_udp_table *t, const struct ip_view *v)
         t->st.dropped++;
         return;
     }
-    if (x->fd < 0) {
+    if (x->u == NULL) {
         refuse(t, v);
         return;
     }
-    ssize_t n = send(x->fd, v->payload, v->payload_len, 0);
-    if (n < 0) {
-        t->st.dropped++; /* EAGAIN or an ICMP error on the socket: UDP may lose */
+    if (!x->ready) {
+        struct held *h = x->nheld < PENDING_MAX ? malloc(sizeof(*h) + v->payload_len) : NULL;
+        if (h == NULL) {
+            t->st.dropped++;
+            return;
+        }
+        h->len = v->payload_len;
+        memcpy(h->data, v->payload, v->payload_len);
+        struct held **tail = &x->held;
+        while (*tail != NULL)
+            tail = &(*tail)->next;
+        h->next = NULL;
+        *tail = h;
+        x->nheld++;
         return;
     }
-    x->last = ev_now(t->e->loop);
-    x->flow.bytes_up += (uint64_t)n;
+    send_up(x, v->payload, v->payload_len);
 }
 
 struct flow_udp_table *

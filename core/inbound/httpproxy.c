@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "engine/log.h"
 #include "flow/relay.h"
+#include "outbound/stream.h"
 #include "http/http.h"
 #include "inbound/inbound.h"
 #include "script/script.h"
@@ -49,12 +50,13 @@ struct conn {
     struct inbound_conn base;
     enum state state;
     int fd, up;                  /* client, upstream (-1 when none) */
+    struct outbound_stream *us;  /* the upstream while forwarding (a bare socket wrapped) */
     ev_io crd, cwr, urd, uwr;
     ev_timer timer;              /* idle (and head) deadline */
     double last;
     struct flow flow;
     int flow_added;
-    struct outbound_connect *oc;
+    struct outbound_open *oc;
     struct flow_relay relay;
     struct buf cin, uin;         /* from the client, from the upstream */
     char *head;                  /* rewritten request head for the upstream */
@@ -81,7 +83,11 @@ end_flow(struct conn *c, const char *reason)
     if (c->up >= 0) {
         ev_io_stop(e->loop, &c->urd);
         ev_io_stop(e->loop, &c->uwr);
-        close(c->up);
+        if (c->us != NULL)
+            outbound_stream_close(c->us, 0);
+        else
+            close(c->up);
+        c->us = NULL;
         c->up = -1;
     }
     if (c->flow_added) {
@@ -98,7 +104,7 @@ conn_free(struct conn *c, const char *reason)
     ev_io_stop(e->loop, &c->cwr);
     ev_timer_stop(e->loop, &c->timer);
     if (c->oc != NULL)
-        outbound_connect_cancel(c->oc);
+        outbound_open_cancel(c->oc);
     if (c->state == TUNNEL)
         flow_relay_stop(&c->relay); /* a no-op once the relay has closed */
     else if (c->fd >= 0)
@@ -182,6 +188,32 @@ drain(int fd, struct buf *b, uint64_t *count)
     ssize_t n = send(fd, b->p, b->fwd, MSG_NOSIGNAL);
     if (n < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    buf_consume(b, (size_t)n);
+    *count += (uint64_t)n;
+    return 1;
+}
+
+/* The same two for the upstream stream. */
+static ssize_t
+fill_up(struct conn *c, struct buf *b)
+{
+    if (buf_reserve(b) != 0 || b->len == b->cap)
+        return -1;
+    ssize_t n = outbound_stream_read(c->us, b->p + b->len, b->cap - b->len);
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? -1 : -2;
+    b->len += (size_t)n;
+    return n;
+}
+
+static int
+drain_up(struct conn *c, struct buf *b, uint64_t *count)
+{
+    if (b->fwd == 0)
+        return 0;
+    ssize_t n = outbound_stream_write(c->us, b->p, b->fwd);
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1; /* on_drain wakes us */
     buf_consume(b, (size_t)n);
     *count += (uint64_t)n;
     return 1;
@@ -296,14 +328,20 @@ on_relay_done(struct flow_relay *r, void *arg, const char *reason)
 }
 
 static void
-on_connected(void *arg, int fd, int err, const char *why)
+on_up_drain(void *arg)
+{
+    step(arg);
+}
+
+static void
+on_connected(void *arg, const struct outbound_result *r)
 {
     struct conn *c = arg;
     struct engine *e = engine_of(c);
     c->oc = NULL;
-    if (fd < 0) {
-        flow_log_connect_failed(&c->flow, why);
-        if (err == ETIMEDOUT)
+    if (r->err != 0) {
+        flow_log_connect_failed(&c->flow, r->why);
+        if (r->err == ETIMEDOUT)
             fail(c, 504, "Gateway Timeout", NULL);
         else
             fail(c, 502, "Bad Gateway", NULL);
@@ -314,18 +352,36 @@ on_connected(void *arg, int fd, int err, const char *why)
         ev_io_stop(e->loop, &c->crd);
         ev_timer_stop(e->loop, &c->timer);
         c->state = TUNNEL;
-        if (flow_relay_start(&c->relay, e->loop, c->fd, fd, c->cin.p, c->cin.len, ok,
-                             sizeof(ok) - 1, &c->flow.bytes_up, &c->flow.bytes_down,
-                             script_config(e->script)->idle_timeout, on_relay_done, c) != 0) {
+        if (inbound_relay_upstream(&c->relay, e, c->fd, r, c->cin.p, c->cin.len, ok,
+                                   sizeof(ok) - 1, &c->flow, on_relay_done, c) != 0) {
             c->state = CONNECTING;
-            close(fd);
+            outbound_result_close(r, 1);
             fail(c, 502, "Bad Gateway", NULL);
         }
         return;
     }
-    c->up = fd;
-    ev_io_set(&c->urd, fd, EV_READ);
-    ev_io_set(&c->uwr, fd, EV_WRITE);
+    /* Forwarding reads and writes the upstream itself: always as a stream. */
+    c->us = r->stream ? r->stream : outbound_plain_new(e->loop, r->fd);
+    if (c->us == NULL) {
+        outbound_result_close(r, 1);
+        fail(c, 502, "Bad Gateway", NULL);
+        return;
+    }
+    c->us->on_drain = on_up_drain;
+    c->us->drain_arg = c;
+    if (r->via != NULL && c->flow.policy >= FLOW_POLICY__BUILTIN)
+        c->flow.via = flow_policy_intern(r->via);
+    c->up = c->us->fd;
+    ev_io_set(&c->urd, c->up, EV_READ);
+    ev_io_set(&c->uwr, c->up, EV_WRITE);
+    if (r->extra_len > 0 && (buf_reserve(&c->uin) != 0 || c->uin.cap - c->uin.len < r->extra_len)) {
+        fail(c, 502, "Bad Gateway", NULL);
+        return;
+    }
+    if (r->extra_len > 0) {
+        memcpy(c->uin.p + c->uin.len, r->extra, r->extra_len);
+        c->uin.len += r->extra_len;
+    }
     c->state = EXCHANGE;
     step(c);
 }
@@ -398,8 +454,8 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
         c->head = NULL;
     }
     c->state = CONNECTING;
-    c->oc = outbound_direct_connect(&e->out, &dst, script_config(e->script)->connect_timeout,
-                                    on_connected, c);
+    c->oc = outbound_open(&e->out, c->flow.policy, &dst, script_config(e->script)->connect_timeout,
+                      on_connected, c);
     if (c->oc == NULL) {
         fail(c, 502, "Bad Gateway", NULL);
         return -1;
@@ -442,22 +498,17 @@ static int
 req_step(struct conn *c)
 {
     if (c->head_off < c->head_len) {
-        ssize_t n = send(c->up, c->head + c->head_off, c->head_len - c->head_off, MSG_NOSIGNAL);
+        ssize_t n = outbound_stream_write(c->us, c->head + c->head_off, c->head_len - c->head_off);
         if (n < 0 && errno != EAGAIN && errno != EINTR)
             return -1;
-        if (n < 0) {
-            c->want_uwr = 1;
-            return 0;
-        }
+        if (n < 0)
+            return 0; /* the stream's on_drain calls step() */
         c->head_off += (size_t)n;
         c->flow.bytes_up += (uint64_t)n; /* the origin-form head is the origin's payload */
         return 1;
     }
     if (c->cin.fwd > 0) {
-        int r = drain(c->up, &c->cin, &c->flow.bytes_up);
-        if (r == 0)
-            c->want_uwr = 1;
-        return r;
+        return drain_up(c, &c->cin, &c->flow.bytes_up);
     }
     if (c->req_done)
         return 0;
@@ -522,7 +573,7 @@ resp_step(struct conn *c)
     }
     if (c->up_eof)
         return 0;
-    ssize_t r = fill(c->up, &c->uin);
+    ssize_t r = fill_up(c, &c->uin);
     if (r == -2 || r == 0) {
         c->up_eof = 1;
         if (c->resp_parsed && c->resp_body.kind == HTTP_BODY_CLOSE) {

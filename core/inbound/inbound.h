@@ -33,6 +33,17 @@ struct engine *inbound_engine(const struct inbound_listener *l);
 void inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c);
 void inbound_conn_unlink(struct inbound_conn *c);
 
+struct flow_relay;
+struct outbound_result;
+/* relay_up.c: relays the client socket |fd| with the upstream outbound_open
+ * delivered (a bare socket: spliced; a stream: through it). |reply| goes to
+ * the client first, then the proxy's early bytes, and |pre_up| to the
+ * upstream first. Same contract as flow_relay_start. */
+int inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
+                           const struct outbound_result *up, const void *pre_up, size_t pre_up_len,
+                           const void *reply, size_t reply_len, struct flow *f,
+                           void (*done)(struct flow_relay *, void *, const char *), void *arg);
+
 /* Per-protocol: takes a freshly accepted non-blocking socket. */
 void inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);

@@ -7,6 +7,7 @@
 #include "engine/log.h"
 #include "flow/relay.h"
 #include "flow/sniff.h"
+#include "outbound/stream.h"
 #include "inbound/inbound.h"
 #include "inbound/socks5.h"
 #include "script/script.h"
@@ -33,7 +34,7 @@ struct conn {
     ev_timer timer; /* handshake deadline */
     struct flow flow;
     int flow_added;
-    struct outbound_connect *oc;
+    struct outbound_open *oc;
     struct flow_relay relay;
     size_t len;
     uint8_t buf[600]; /* the largest request: 4 + 1 + 255 + 2, auth: 513 */
@@ -56,7 +57,7 @@ conn_free(struct conn *c, const char *reason)
     ev_io_stop(e->loop, &c->io);
     ev_timer_stop(e->loop, &c->timer);
     if (c->oc != NULL)
-        outbound_connect_cancel(c->oc);
+        outbound_open_cancel(c->oc);
     if (c->state == RELAY)
         flow_relay_stop(&c->relay);
     else if (c->fd >= 0)
@@ -116,24 +117,23 @@ on_relay_done(struct flow_relay *r, void *arg, const char *reason)
 }
 
 static void
-on_connected(void *arg, int fd, int err, const char *why)
+on_connected(void *arg, const struct outbound_result *r)
 {
     struct conn *c = arg;
     struct engine *e = engine_of(c);
     c->oc = NULL;
     if (c->state == SNIFF_CONNECT) {
         /* The reply went out before the connect: the held bytes go first. */
-        if (fd < 0) {
-            flow_log_connect_failed(&c->flow, why);
+        if (r->err != 0) {
+            flow_log_connect_failed(&c->flow, r->why);
             outbound_close_reset(c->fd);
             c->fd = -1;
             conn_free(c, "connect failed");
             return;
         }
-        if (flow_relay_start(&c->relay, e->loop, c->fd, fd, c->sniff, c->sniff_len, NULL, 0,
-                             &c->flow.bytes_up, &c->flow.bytes_down,
-                             script_config(e->script)->idle_timeout, on_relay_done, c) != 0) {
-            close(fd);
+        if (inbound_relay_upstream(&c->relay, e, c->fd, r, c->sniff, c->sniff_len, NULL, 0,
+                                   &c->flow, on_relay_done, c) != 0) {
+            outbound_result_close(r, 1);
             conn_free(c, "out of memory");
             return;
         }
@@ -142,21 +142,20 @@ on_connected(void *arg, int fd, int err, const char *why)
         c->state = RELAY;
         return;
     }
-    if (fd < 0) {
-        flow_log_connect_failed(&c->flow, why);
-        fail(c, rep_for_errno(err), "connect failed");
+    if (r->err != 0) {
+        flow_log_connect_failed(&c->flow, r->why);
+        fail(c, rep_for_errno(r->err), "connect failed");
         return;
     }
     struct sockaddr_storage bnd;
     socklen_t len = sizeof(bnd);
     uint8_t reply[22];
-    getsockname(fd, (struct sockaddr *)&bnd, &len);
+    getsockname(r->stream ? r->stream->fd : r->fd, (struct sockaddr *)&bnd, &len);
     size_t n = inbound_socks5_write_reply(reply, SOCKS5_REP_OK, (struct sockaddr *)&bnd);
     /* Bytes the client sent after its request (optimistic data) go first. */
-    if (flow_relay_start(&c->relay, e->loop, c->fd, fd, c->buf, c->len, reply, n,
-                         &c->flow.bytes_up, &c->flow.bytes_down,
-                         script_config(e->script)->idle_timeout, on_relay_done, c) != 0) {
-        close(fd);
+    if (inbound_relay_upstream(&c->relay, e, c->fd, r, c->buf, c->len, reply, n, &c->flow,
+                               on_relay_done, c) != 0) {
+        outbound_result_close(r, 1);
         fail(c, SOCKS5_REP_FAILURE, "out of memory");
         return;
     }
@@ -189,8 +188,8 @@ sniff_decide(struct conn *c, const char *name)
         return -1;
     }
     c->state = SNIFF_CONNECT;
-    c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
-                                    script_config(e->script)->connect_timeout, on_connected, c);
+    c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
+                          script_config(e->script)->connect_timeout, on_connected, c);
     if (c->oc == NULL) {
         conn_free(c, "out of memory");
         return -1;
@@ -323,9 +322,8 @@ advance(struct conn *c)
                 return -1;
             }
             c->state = CONNECTING;
-            c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
-                                            script_config(e->script)->connect_timeout,
-                                            on_connected, c);
+            c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
+                          script_config(e->script)->connect_timeout, on_connected, c);
             if (c->oc == NULL) {
                 fail(c, SOCKS5_REP_FAILURE, "out of memory");
                 return -1;

@@ -16,6 +16,7 @@
 #include "ip/ip.h"
 #include "netstack/netstack_int.h"
 #include "outbound/outbound.h"
+#include "outbound/stream.h"
 #include "script/script.h"
 #include "tun/tun.h"
 
@@ -54,13 +55,14 @@ struct conn {
     int up;
     ev_io urd, uwr;
     ev_timer hs_timer;     /* the handshake (or the sniff wait) is not done */
-    struct outbound_connect *oc;
+    struct outbound_open *oc;
+    struct outbound_stream *us; /* an encrypted upstream (Shadowsocks, TLS); NULL: the bare c->up */
     struct pbuf *rx;       /* client bytes the upstream has not taken yet */
     uint32_t owed;         /* bytes taken upstream whose window update waits */
     char *stash;           /* upstream bytes lwIP could not queue */
     size_t stash_len;
     unsigned client_eof : 1, up_shut : 1, up_eof : 1, fin_sent : 1;
-    unsigned paused_snd : 1, paused_mem : 1;
+    unsigned paused_snd : 1, paused_mem : 1, wblocked : 1;
     double last;
     struct conn *prev, *next; /* every conn, for shutdown and memory resume */
     struct conn *dprev, *dnext; /* on the dirty list: client bytes to flush */
@@ -121,8 +123,10 @@ conn_free(struct conn *c, const char *reason, int reset)
     ev_io_stop(e->loop, &c->urd);
     ev_io_stop(e->loop, &c->uwr);
     if (c->oc != NULL)
-        outbound_connect_cancel(c->oc);
-    if (c->up >= 0) {
+        outbound_open_cancel(c->oc);
+    if (c->us != NULL)
+        outbound_stream_close(c->us, reset);
+    else if (c->up >= 0) {
         if (reset)
             outbound_close_reset(c->up);
         else
@@ -181,6 +185,41 @@ ack_window(struct conn *c, size_t n)
 
 static int maybe_close(struct conn *c);
 
+/* An upstream error: an encrypted upstream that failed authentication (a
+ * bad tag: wrong password, corrupted or forged bytes) is named and counted,
+ * and both sides are reset. */
+static int
+conn_up_error(struct conn *c, const char *what)
+{
+    if (errno == EBADMSG) {
+        outbound_count_auth_failure();
+        return conn_free(c, "upstream authentication failed", 1);
+    }
+    return conn_free(c, what, 1);
+}
+
+/* The upstream is a bare socket or a stream: the same calls either way. */
+static ssize_t
+up_read(struct conn *c, void *buf, size_t len)
+{
+    return c->us ? outbound_stream_read(c->us, buf, len) : recv(c->up, buf, len, 0);
+}
+
+static ssize_t
+up_writev(struct conn *c, const struct iovec *iov, int n)
+{
+    return c->us ? outbound_stream_writev(c->us, iov, n) : writev(c->up, iov, n);
+}
+
+static void
+up_shutdown(struct conn *c)
+{
+    if (c->us)
+        c->us->ops->shutdown(c->us);
+    else
+        shutdown(c->up, SHUT_WR);
+}
+
 /* Client -> upstream. */
 static int
 flush_rx(struct conn *c)
@@ -195,13 +234,15 @@ flush_rx(struct conn *c)
             iov[n].iov_len = q->len;
             n++;
         }
-        ssize_t w = n ? writev(c->up, iov, n) : 0;
+        ssize_t w = n ? up_writev(c, iov, n) : 0;
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-            ev_io_start(eng()->loop, &c->uwr);
+            c->wblocked = 1;
+            if (c->us == NULL) /* a stream calls on_drain instead */
+                ev_io_start(eng()->loop, &c->uwr);
             return LIVE;
         }
         if (w < 0)
-            return conn_free(c, "upstream write failed", 1);
+            return conn_up_error(c, "upstream write failed");
         c->flow.bytes_up += (uint64_t)w;
         c->last = now();
         for (size_t left = (size_t)w; left > 0;) {
@@ -213,9 +254,10 @@ flush_rx(struct conn *c)
         if (n == 0)
             break;
     }
+    c->wblocked = 0;
     ev_io_stop(eng()->loop, &c->uwr);
     if (c->client_eof && !c->up_shut) {
-        shutdown(c->up, SHUT_WR);
+        up_shutdown(c);
         c->up_shut = 1;
     }
     return maybe_close(c);
@@ -263,11 +305,11 @@ pump_tx(struct conn *c)
             goto pause;
         if (space > sizeof(scratch))
             space = sizeof(scratch);
-        ssize_t n = recv(c->up, scratch, space, 0);
+        ssize_t n = up_read(c, scratch, space);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             break;
         if (n < 0)
-            return conn_free(c, "reset by upstream", 1);
+            return conn_up_error(c, "reset by upstream");
         if (n == 0) {
             c->up_eof = 1;
             ev_io_stop(loop, &c->urd);
@@ -339,7 +381,7 @@ on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
     } else {
         pbuf_cat(c->rx, p);
     }
-    if (c->dnext == NULL && !ev_is_active(&c->uwr)) { /* else the upstream is full: wait */
+    if (c->dnext == NULL && !c->wblocked) { /* else the upstream is full: wait */
         c->dnext = &dirty;
         c->dprev = dirty.dprev;
         dirty.dprev->dnext = c;
@@ -369,7 +411,8 @@ on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
         c->paused_snd = 0;
         if (!c->up_eof)
             ev_io_start(eng()->loop, &c->urd);
-        if (c->stash_len > 0)
+        /* Bytes already decrypted inside a stream raise no EV_READ. */
+        if (c->stash_len > 0 || (c->us != NULL && outbound_stream_pending(c->us) > 0))
             return cb_result(pump_tx(c));
     }
     return ERR_OK;
@@ -403,8 +446,11 @@ netstack_conn_resume_all(void)
         ack_window(c, 0);
         if (netstack.mem_high)
             return;
-        if (!c->paused_snd && !c->up_eof)
+        if (!c->paused_snd && !c->up_eof) {
             ev_io_start(eng()->loop, &c->urd);
+            if (c->us != NULL && outbound_stream_pending(c->us) > 0)
+                pump_tx(c);
+        }
     }
 }
 
@@ -491,35 +537,71 @@ on_handshake_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 static void
-on_connected(void *arg, int fd, int err, const char *why)
+on_up_drain(void *arg)
+{
+    struct conn *c = arg;
+    if (c->wblocked)
+        flush_rx(c);
+}
+
+/* Takes the upstream the open delivered; 0, or -1 out of memory. */
+static int
+take_upstream(struct conn *c, const struct outbound_result *r)
+{
+    c->us = r->stream;
+    c->up = r->stream ? r->stream->fd : r->fd;
+    if (c->us != NULL) {
+        c->us->on_drain = on_up_drain;
+        c->us->drain_arg = c;
+    }
+    if (r->via != NULL && c->flow.policy >= FLOW_POLICY__BUILTIN)
+        c->flow.via = flow_policy_intern(r->via);
+    ev_io_set(&c->urd, c->up, EV_READ);
+    ev_io_set(&c->uwr, c->up, EV_WRITE);
+    if (r->extra_len > 0) { /* the destination spoke first, inside the proxy's reply */
+        c->stash = malloc(r->extra_len);
+        if (c->stash == NULL)
+            return -1;
+        memcpy(c->stash, r->extra, r->extra_len);
+        c->stash_len = r->extra_len;
+        c->flow.bytes_down += r->extra_len;
+    }
+    return 0;
+}
+
+static void
+on_connected(void *arg, const struct outbound_result *r)
 {
     struct conn *c = arg;
     c->oc = NULL;
     if (c->state == C_SNIFF_CONNECT) {
-        if (fd < 0) {
-            flow_log_connect_failed(&c->flow, why);
+        if (r->err != 0) {
+            flow_log_connect_failed(&c->flow, r->why);
             conn_free(c, "connect failed", 1); /* the client was accepted: it gets a RST */
             return;
         }
-        c->up = fd;
-        ev_io_set(&c->urd, fd, EV_READ);
-        ev_io_set(&c->uwr, fd, EV_WRITE);
+        if (take_upstream(c, r) != 0) {
+            conn_free(c, "out of memory", 1);
+            return;
+        }
         c->state = C_OPEN;
         ev_io_start(eng()->loop, &c->urd);
-        flush_rx(c); /* the bytes kept while sniffing go first */
+        if (flush_rx(c) == LIVE && c->stash_len > 0) /* the bytes kept while sniffing go first */
+            pump_tx(c);
         return;
     }
-    if (fd < 0) {
+    if (r->err != 0) {
         struct ip_view v;
-        flow_log_connect_failed(&c->flow, why);
+        flow_log_connect_failed(&c->flow, r->why);
         if (ip_view_parse(&v, c->syn, c->syn_len) == IP_OK)
             netstack_send_rst(&v);
         conn_free(c, "connect failed", 0);
         return;
     }
-    c->up = fd;
-    ev_io_set(&c->urd, fd, EV_READ);
-    ev_io_set(&c->uwr, fd, EV_WRITE);
+    if (take_upstream(c, r) != 0) {
+        conn_free(c, "out of memory", 0);
+        return;
+    }
     c->state = C_HANDSHAKE;
     ev_timer_set(&c->hs_timer, script_config(eng()->script)->connect_timeout, 0);
     ev_timer_start(eng()->loop, &c->hs_timer);
@@ -543,8 +625,8 @@ sniff_decide(struct conn *c, const char *name)
     if (c->flow.policy == FLOW_POLICY_REJECT)
         return conn_free(c, "rejected", 1);
     c->state = C_SNIFF_CONNECT;
-    c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
-                                    script_config(e->script)->connect_timeout, on_connected, c);
+    c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
+                          script_config(e->script)->connect_timeout, on_connected, c);
     if (c->oc == NULL)
         return conn_free(c, "out of memory", 1);
     return LIVE;
@@ -613,7 +695,21 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     netstack.st.conns_total++;
     c->last = now();
     flow_table_add(e->flows, &c->flow, c->last);
-    c->flow._sniffable = 1;
+    if (engine_dns_tcp(e, &c->flow)) { /* TCP/53: chute's DNS server answers */
+        c->oc = outbound_open(&e->local, FLOW_POLICY_DIRECT, &c->flow.dst,
+                              script_config(e->script)->connect_timeout, on_connected, c);
+        if (c->oc == NULL)
+            conn_free(c, "out of memory", 0);
+        return;
+    }
+    if (engine_flow_name(e, &c->flow) != 0) {
+        /* A fake IP whose name is gone (recycled, or from before a restart
+         * without state): the client must resolve again. */
+        netstack_send_rst(v);
+        conn_free(c, "fake IP without a name", 0);
+        return;
+    }
+    c->flow._sniffable = c->flow.dst.kind != FLOW_ADDR_NAME;
     engine_route(e, &c->flow);
     if (c->flow._reads & FLOW_READ_HOST) {
         /* The decision waits for the host the script asked for. */
@@ -628,8 +724,8 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
         conn_free(c, "rejected", 0);
         return;
     }
-    c->oc = outbound_direct_connect(&e->out, &c->flow.dst,
-                                    script_config(e->script)->connect_timeout, on_connected, c);
+    c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
+                          script_config(e->script)->connect_timeout, on_connected, c);
     if (c->oc == NULL)
         conn_free(c, "out of memory", 0);
 }
@@ -677,5 +773,7 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
     tcp_poll(pcb, on_poll, 4); /* every 2 s: the idle check */
     tcp_nagle_disable(pcb);    /* upstream bytes go out as they come */
     ev_io_start(eng()->loop, &c->urd);
+    if (c->stash_len > 0 || (c->us != NULL && outbound_stream_pending(c->us) > 0))
+        return cb_result(pump_tx(c)); /* a proxy's early bytes: lwIP may send them now */
     return ERR_OK;
 }

@@ -1,15 +1,22 @@
 #ifndef CHUTE_OUTBOUND_OUTBOUND_H
 #define CHUTE_OUTBOUND_OUTBOUND_H
 
-/* Upstream connections. DIRECT for now: a non-blocking connect with a
- * timeout, names resolved off the loop, Happy Eyeballs (RFC 8305) across
- * the addresses of a name. Proxy protocols plug in beside it. */
+/* Upstream connections. DIRECT: a non-blocking connect with a timeout,
+ * names resolved off the loop, Happy Eyeballs (RFC 8305) across the
+ * addresses of a name. Proxies (proxy.h) and policy groups (the set,
+ * below) sit behind one call, outbound_open(). */
 
 #include <ev.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "flow/flow-t.h"
 
 struct dns_resolver;
+struct tls_ctx;
+struct outbound_set;
+struct outbound_stream;
 
 struct outbound_env {
     struct ev_loop *loop;
@@ -19,6 +26,10 @@ struct outbound_env {
      * policy-routing rule (SO_MARK). "" / 0 for neither. */
     char interface[16];
     uint32_t fwmark;
+    /* The proxies and groups of the current bundle (NULL: none), and the
+     * TLS context for Trojan and https proxies (NULL until one exists). */
+    struct outbound_set *set;
+    struct tls_ctx *tls;
 };
 
 struct outbound_connect;
@@ -42,5 +53,59 @@ int outbound_direct_udp(const struct outbound_env *env, const struct flow_addr *
 
 /* A close that the peer sees as a reset (RST), not a FIN. */
 void outbound_close_reset(int fd);
+
+/* What outbound_open() delivers: a bare connected socket (DIRECT, SOCKS5
+ * and HTTP proxies after their handshake: the relays splice it), or a
+ * stream (Shadowsocks, Trojan, https proxies), or an error. */
+struct outbound_result {
+    int fd;                        /* -1 unless a bare socket */
+    struct outbound_stream *stream;/* NULL unless a stream */
+    const uint8_t *extra;          /* bytes the proxy sent past its reply: */
+    size_t extra_len;              /* the destination's, for the client */
+    int err;                       /* 0, or an errno value */
+    const char *why;               /* static text when err != 0 */
+    const char *via;               /* the proxy used ("DIRECT", "hk"); static for the set's life */
+};
+typedef void (*outbound_open_cb)(void *arg, const struct outbound_result *r);
+struct outbound_open;
+
+/* Opens a path to |dst| through |policy| (DIRECT, a proxy or a group of the
+ * env's set; groups pick their member now). The callback fires exactly once,
+ * never from inside this call, unless cancelled; the callee owns what it
+ * delivers. REJECT is the caller's to handle. NULL when out of memory. */
+struct outbound_open *outbound_open(const struct outbound_env *env, int policy,
+                                    const struct flow_addr *dst, double timeout,
+                                    outbound_open_cb cb, void *arg);
+void outbound_open_cancel(struct outbound_open *o);
+/* Closes what a successful open delivered (a relay could not take it). */
+void outbound_result_close(const struct outbound_result *r, int reset);
+
+/* UDP through a policy (udp.c): DIRECT, or a proxy that carries UDP
+ * (Shadowsocks). A name is resolved (DIRECT) or passed on (proxies); the
+ * socket is connected to the destination or the proxy server. */
+struct outbound_udp;
+/* |u| is ready (the callee owns it), or NULL with |why|. */
+typedef void (*outbound_udp_cb)(void *arg, struct outbound_udp *u, const char *why);
+/* Starts; the callback fires once, never from inside, unless the returned
+ * handle is closed first. NULL when out of memory. */
+struct outbound_udp *outbound_udp_open(const struct outbound_env *env, int policy,
+                                       const struct flow_addr *dst, outbound_udp_cb cb, void *arg);
+/* The socket to watch for EV_READ (-1 until ready). */
+int outbound_udp_fd(const struct outbound_udp *u);
+/* The proxy used, for logs ("DIRECT", "hk"). */
+const char *outbound_udp_via(const struct outbound_udp *u);
+/* Sends one datagram's payload; bytes sent or -1 with errno. */
+ssize_t outbound_udp_send(struct outbound_udp *u, const void *payload, size_t len);
+/* Receives one datagram into |buf|; returns the payload's length with its
+ * offset in |*off|, or -1 with errno (EAGAIN; EBADMSG: dropped, failed
+ * authentication; ECONNREFUSED: ICMP port unreachable). */
+ssize_t outbound_udp_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_t *off);
+/* Closes (or abandons, before ready) and frees. */
+void outbound_udp_close(struct outbound_udp *u);
+
+/* Upstream streams that failed authentication (wrong key, corrupted or
+ * forged bytes): the relays count each flow they close for it. */
+void outbound_count_auth_failure(void);
+uint64_t outbound_auth_failures(void);
 
 #endif

@@ -45,7 +45,7 @@ struct outbound_proxy {
     size_t key_len;
     /* Trojan: hex(SHA224(password)), filled at load. */
     char trojan_hash[57];
-    const char *where;             /* "main.lua:12": where the bundle declared it */
+    char where[96];                /* "main.lua:12": where the bundle declared it */
 };
 
 /* A handshake in progress on a stream. The callback fires exactly once

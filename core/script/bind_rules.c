@@ -366,13 +366,13 @@ l_route(lua_State *L)
         }
         if (fn_policy != NULL)
             return 1; /* the function's own answer */
-        lua_pushstring(L, flow_policy_name(p->rules[i].policy));
+        lua_pushstring(L, script_policy_name(script_of(L), p->rules[i].policy));
         return 1;
     }
     if (first == UINT32_MAX)
         return 0;
     snprintf(f->why, sizeof(f->why), "%s", p->rules[first].desc);
-    lua_pushstring(L, flow_policy_name(p->rules[first].policy));
+    lua_pushstring(L, script_policy_name(script_of(L), p->rules[first].policy));
     return 1;
 }
 
@@ -403,7 +403,7 @@ script_l_rules(lua_State *L)
         if (r->c.type != C_FUNC) {
             lua_rawgeti(L, -1, r->c.type == C_FINAL ? 2 : 3);
             const char *pol = lua_tostring(L, -1);
-            r->policy = pol ? script_policy_lookup(pol) : -1;
+            r->policy = pol ? script_policy_lookup(script_of(L), pol) : -1;
             if (r->policy < 0)
                 return luaL_error(L, "%s: unknown policy '%s'", where, pol ? pol : "(none)");
             lua_pop(L, 1);

@@ -201,6 +201,10 @@ script_config_read(struct script *s, char *err, size_t errlen)
         s->route_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     else
         lua_pop(L, 1);
+    if (lua_getfield(L, -1, "on_dns") == LUA_TFUNCTION)
+        s->on_dns_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    else
+        lua_pop(L, 1);
     lua_pop(L, 1);
 
     lua_getfield(L, st, "config");
@@ -209,8 +213,17 @@ script_config_read(struct script *s, char *err, size_t errlen)
     if (lua_getfield(L, t, "log_level") == LUA_TSTRING)
         c->log_level = engine_log_level_parse(lua_tostring(L, -1));
     lua_pop(L, 1);
-    if (lua_getfield(L, t, "fallback") == LUA_TSTRING)
-        c->fallback = script_policy_lookup(lua_tostring(L, -1));
+    if (lua_getfield(L, t, "fallback") == LUA_TSTRING) {
+        /* Checked here, not in chute.config(): proxies may be declared after it. */
+        c->fallback = script_policy_lookup(s, lua_tostring(L, -1));
+        if (c->fallback < 0) {
+            lua_getfield(L, st, "config_where");
+            snprintf(err, errlen, "%schute.config: fallback: unknown policy \"%s\"",
+                     lua_isstring(L, -1) ? lua_tostring(L, -1) : "", lua_tostring(L, -2));
+            lua_settop(L, st - 1);
+            return -1;
+        }
+    }
     lua_pop(L, 1);
     if (lua_getfield(L, t, "timeouts") == LUA_TTABLE) {
         c->connect_timeout = opt_number(L, -1, "connect", c->connect_timeout);
@@ -222,6 +235,7 @@ script_config_read(struct script *s, char *err, size_t errlen)
     c->decision_cache = (size_t)opt_number(L, t, "decision_cache", DEFAULT_DECISION_CACHE);
     c->lua_memory = (size_t)opt_number(L, t, "lua_memory_mb", DEFAULT_LUA_MEMORY_MB) << 20;
     read_tun(L, t, &c->tun);
+    script_dns_read(s, t, err, errlen);
     if (lua_getfield(L, t, "outbound") == LUA_TTABLE) {
         if (lua_getfield(L, -1, "interface") == LUA_TSTRING)
             snprintf(c->out_interface, sizeof(c->out_interface), "%s", lua_tostring(L, -1));
@@ -254,6 +268,7 @@ free_listener(struct script_listener *l)
 void
 script_config_free(struct script_config *cfg)
 {
+    script_dns_free(&cfg->dns);
     free(cfg->tun.exclude);
     cfg->tun.exclude = NULL;
     free_listener(&cfg->socks);

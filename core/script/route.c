@@ -4,16 +4,6 @@
 #include "engine/log.h"
 #include "script/script_int.h"
 
-int
-script_policy_lookup(const char *name)
-{
-    if (strcmp(name, "DIRECT") == 0)
-        return FLOW_POLICY_DIRECT;
-    if (strcmp(name, "REJECT") == 0)
-        return FLOW_POLICY_REJECT;
-    return -1;
-}
-
 /* Does |msg| start with a "chunk:line:" position? error("x", 0) and error
  * objects that are not strings carry none. */
 static int
@@ -81,23 +71,23 @@ script_route(struct script *s, struct flow *f)
             strcat(where, ": ");
         }
         LOG_WARN("flow %llu: route() failed: %s%s; using %s", (unsigned long long)f->id, where,
-                 msg, flow_policy_name(s->cfg.fallback));
+                 msg, script_policy_name(s, s->cfg.fallback));
         fallback(s, f, tripped ? "fallback: budget" : "fallback: error");
     } else if (lua_isnil(L, -1)) {
         f->policy = s->cfg.fallback;
         f->rule = "fallback: route() returned nil";
     } else {
         const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        int p = name ? script_policy_lookup(name) : -1;
+        int p = name ? script_policy_lookup(s, name) : -1;
         if (p < 0) {
             route_where(s, where, sizeof(where));
             if (name != NULL)
                 LOG_WARN("flow %llu: %s: route() returned unknown policy '%s'; using %s",
-                         (unsigned long long)f->id, where, name, flow_policy_name(s->cfg.fallback));
+                         (unsigned long long)f->id, where, name, script_policy_name(s, s->cfg.fallback));
             else
                 LOG_WARN("flow %llu: %s: route() returned a %s, not a policy name; using %s",
                          (unsigned long long)f->id, where, luaL_typename(L, -1),
-                         flow_policy_name(s->cfg.fallback));
+                         script_policy_name(s, s->cfg.fallback));
             fallback(s, f, "fallback: unknown policy");
         } else {
             f->policy = p;

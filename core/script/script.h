@@ -12,6 +12,7 @@
 #include "flow/flow.h"
 
 struct script;
+struct outbound_set;
 
 struct script_listener {
     int enabled;
@@ -44,6 +45,27 @@ struct script_tun {
     size_t num_exclude;
 };
 
+#define SCRIPT_DNS_MAX_UPSTREAMS 8
+
+/* dns = { ... }: the built-in DNS server and the resolver's upstreams. */
+struct script_dns {
+    int enabled;             /* the bundle has dns = {...} */
+    int mode;                /* enum dns_mode: 0 fake-ip, 1 real-ip */
+    char range4[64], range6[64];
+    uint32_t fake_ttl;
+    size_t fake_max;
+    char *state_file;        /* NULL: none (state_file = false) */
+    char **exclude;          /* NULL: the defaults */
+    size_t nexclude;
+    struct sockaddr_storage upstream[SCRIPT_DNS_MAX_UPSTREAMS];
+    size_t nupstream;
+    struct sockaddr_storage listen;
+    int has_listen;
+    double timeout;
+    size_t cache;
+    int hijack;              /* answer port 53 on the TUN (default on) */
+};
+
 /* The bundle's configuration after chute.config(), with defaults applied.
  * Owned by the script; valid until script_free. */
 struct script_config {
@@ -59,6 +81,7 @@ struct script_config {
     uint32_t budget;        /* Lua instructions per route() call */
     size_t lua_memory;      /* bytes */
     size_t decision_cache;  /* entries; 0 off */
+    struct script_dns dns;
 };
 
 struct script_stats {
@@ -82,8 +105,20 @@ void script_stats(const struct script *s, struct script_stats *out);
  * unknown name logs file:line and gives the fallback policy. Never fails. */
 void script_route(struct script *s, struct flow *f);
 
-/* True if |name| is a policy the engine knows ("DIRECT", "REJECT"). */
-int script_policy_lookup(const char *name);
+/* Calls chute.on_dns({name=, type=}) under the budget, if the bundle has
+ * it, and fills |out| (struct dns_hook_result). Errors log file:line and
+ * leave the answer alone. */
+struct dns_hook_result;
+void script_on_dns(struct script *s, const char *name, uint16_t qtype, struct dns_hook_result *out);
+int script_has_on_dns(const struct script *s);
+
+/* The policy id of |name|: DIRECT, REJECT, or a proxy or group the bundle
+ * declared (|s| may be NULL: the built-ins only); -1 if unknown. */
+int script_policy_lookup(const struct script *s, const char *name);
+/* The name of policy id |policy| in |s|. */
+const char *script_policy_name(const struct script *s, int policy);
+/* The bundle's proxies and groups (NULL before the load finished). */
+struct outbound_set *script_outbound_set(const struct script *s);
 
 /* Parses "IP/PREFIX" (prefix optional: a host route). Returns 0 or -1. */
 int script_parse_cidr(const char *text, struct script_cidr *out);

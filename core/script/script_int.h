@@ -21,9 +21,17 @@ struct script {
     int env_ref;          /* the sandbox _ENV shared by the bundle's chunks */
     int state_ref;        /* chute.lua's state table */
     int route_ref;        /* chute.route, or LUA_NOREF */
+    int on_dns_ref;       /* chute.on_dns, or LUA_NOREF */
     int flow_ref;         /* the flow userdata's metatable */
     struct script_config cfg;
     struct script_stats st;
+    /* chute.proxy / chute.group declarations while main.lua runs, then the
+     * set built from them (bind_proxy.c). */
+    struct outbound_proxy *proxies;
+    size_t nproxies;
+    struct outbound_group_cfg *groups;
+    size_t ngroups;
+    struct outbound_set *set;
 };
 
 static inline struct script *
@@ -50,6 +58,18 @@ int script_load_file(struct script *s, const char *rel);
 int script_config_read(struct script *s, char *err, size_t errlen);
 void script_config_free(struct script_config *cfg);
 int script_check_address(const char *text, struct sockaddr_storage *ss, socklen_t *len);
+
+/* bind_proxy.c: chute.proxy, chute.group, chute.select into the table on
+ * top of the stack; the set made once main.lua has run. */
+void script_proxy_open(lua_State *L);
+int script_proxies_finish(struct script *s, char *err, size_t errlen);
+void script_proxies_free(struct script *s);
+
+/* bind_dns.c: dns = {...} of the config table at |t|; core.check_* */
+int script_dns_read(struct script *s, int t, char *err, size_t errlen);
+void script_dns_free(struct script_dns *d);
+int script_l_check_upstream(lua_State *L);
+int script_l_check_range(lua_State *L);
 
 /* bind_flow.c */
 struct flow_process;

@@ -54,7 +54,7 @@ l_log(lua_State *L)
 static int
 l_is_policy(lua_State *L)
 {
-    lua_pushboolean(L, script_policy_lookup(luaL_checkstring(L, 1)) >= 0);
+    lua_pushboolean(L, script_policy_lookup(script_of(L), luaL_checkstring(L, 1)) >= 0);
     return 1;
 }
 
@@ -90,6 +90,8 @@ static const luaL_Reg core_funcs[] = {
     {"log", l_log},
     {"is_policy", l_is_policy},
     {"check_address", l_check_address},
+    {"check_upstream", script_l_check_upstream},
+    {"check_range", script_l_check_range},
     {NULL, NULL},
 };
 
@@ -114,6 +116,7 @@ open_chute_module(struct script *s)
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
     lua_setupvalue(L, -2, 1);
     luaL_newlib(L, core_funcs);
+    script_proxy_open(L);
     lua_pushliteral(L, CHUTE_VERSION);
     lua_setfield(L, -2, "version");
     if (lua_pcall(L, 1, 2, -3) != LUA_OK) {
@@ -157,7 +160,7 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
         return NULL;
     }
     s->mem_limit = DEFAULT_LUA_MEMORY;
-    s->route_ref = s->flow_ref = s->env_ref = s->state_ref = LUA_NOREF;
+    s->route_ref = s->flow_ref = s->env_ref = s->state_ref = s->on_dns_ref = LUA_NOREF;
     if (dir != NULL) {
         struct stat st;
         char main_path[4096];
@@ -206,7 +209,7 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     if (rc != LUA_OK)
         goto fail_lua;
     lua_pop(L, 1);
-    if (script_config_read(s, err, errlen) != 0)
+    if (script_config_read(s, err, errlen) != 0 || script_proxies_finish(s, err, errlen) != 0)
         goto fail;
     s->mem_limit = s->cfg.lua_memory;
     lock_globals(s);
@@ -239,6 +242,7 @@ script_free(struct script *s)
         lua_close(s->L);
     }
     script_config_free(&s->cfg);
+    script_proxies_free(s);
     free(s->dir);
     free(s);
 }

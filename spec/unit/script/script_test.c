@@ -313,12 +313,12 @@ test_check_address(void **state)
 static void
 test_policy_lookup(void **state)
 {
-    assert_int_equal(script_policy_lookup("DIRECT"), FLOW_POLICY_DIRECT);
-    assert_int_equal(script_policy_lookup("REJECT"), FLOW_POLICY_REJECT);
-    assert_int_equal(script_policy_lookup("direct"), -1);
-    assert_int_equal(script_policy_lookup("NOPE"), -1);
-    assert_int_equal(script_policy_lookup(""), -1);
-    assert_int_equal(script_policy_lookup("DIRECT "), -1);
+    assert_int_equal(script_policy_lookup(NULL, "DIRECT"), FLOW_POLICY_DIRECT);
+    assert_int_equal(script_policy_lookup(NULL, "REJECT"), FLOW_POLICY_REJECT);
+    assert_int_equal(script_policy_lookup(NULL, "direct"), -1);
+    assert_int_equal(script_policy_lookup(NULL, "NOPE"), -1);
+    assert_int_equal(script_policy_lookup(NULL, ""), -1);
+    assert_int_equal(script_policy_lookup(NULL, "DIRECT "), -1);
 }
 
 static const char returns_src[] =

@@ -1,0 +1,39 @@
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "flow/relay.h"
+#include "inbound/inbound.h"
+#include "outbound/outbound.h"
+#include "script/script.h"
+
+int
+inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
+                       const struct outbound_result *up, const void *pre_up, size_t pre_up_len,
+                       const void *reply, size_t reply_len, struct flow *f,
+                       void (*done)(struct flow_relay *, void *, const char *), void *arg)
+{
+    /* The client sees our reply, then what the destination already said. */
+    const void *down = reply;
+    size_t down_len = reply_len;
+    char *joined = NULL;
+    if (up->extra_len > 0) {
+        joined = malloc(reply_len + up->extra_len);
+        if (joined == NULL)
+            return -1;
+        memcpy(joined, reply, reply_len);
+        memcpy(joined + reply_len, up->extra, up->extra_len);
+        down = joined;
+        down_len = reply_len + up->extra_len;
+    }
+    if (up->via != NULL && f->policy >= FLOW_POLICY__BUILTIN)
+        f->via = flow_policy_intern(up->via);
+    double idle = script_config(e->script)->idle_timeout;
+    int rc = up->stream != NULL
+                 ? flow_relay_start_stream(r, e->loop, fd, up->stream, pre_up, pre_up_len, down,
+                                           down_len, &f->bytes_up, &f->bytes_down, idle, done, arg)
+                 : flow_relay_start(r, e->loop, fd, up->fd, pre_up, pre_up_len, down, down_len,
+                                    &f->bytes_up, &f->bytes_down, idle, done, arg);
+    free(joined);
+    return rc;
+}

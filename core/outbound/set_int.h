@@ -1,0 +1,59 @@
+#ifndef CHUTE_OUTBOUND_SET_INT_H
+#define CHUTE_OUTBOUND_SET_INT_H
+
+/* The set's insides, shared by set.c (ids, names, picks) and health.c (the
+ * checks). Only the loop thread touches a set. */
+
+#include "outbound/set.h"
+
+enum member_health { HEALTH_UNKNOWN = 0, HEALTH_UP, HEALTH_DOWN };
+
+struct member {
+    int policy;               /* DIRECT, REJECT or a proxy id */
+    uint64_t seed;            /* load-balance: the hash of the member's name */
+    enum member_health health;/* UNKNOWN counts as healthy */
+    int latency;              /* ms of the last good check, -1 none */
+    double retry_at;          /* groups without checks: when a down mark expires (0: never) */
+    char error[64];           /* the last check's failure ("" none) */
+};
+
+struct health_group;
+
+struct group {
+    struct outbound_group_cfg cfg;
+    struct member *m;         /* cfg.nmembers */
+    int cur;                  /* url-test: the member in use, -1 not chosen yet */
+    struct health_group *hg;  /* health.c's, NULL while not checking */
+};
+
+struct outbound_set {
+    int refs;
+    /* The view: what the checks' outbound_open() calls see as env->set.
+     * It forwards to the owner, so the refs those opens take do not keep
+     * the owner alive (the last outside unref still stops and frees it),
+     * and the opens' own reports are ignored (the check records its
+     * result itself, without pulling other groups' checks forward). */
+    struct outbound_set *owner;
+    struct outbound_set *view;
+    struct outbound_proxy *proxies;
+    size_t nproxies;
+    struct group *groups;
+    size_t ngroups;
+    int *names;               /* open addressing: ids, -1 empty */
+    size_t names_mask;
+    const struct outbound_env *env; /* set by outbound_set_start */
+    int running;
+    struct outbound_set_stats st;
+};
+
+/* health.c (prefixed: the library is one namespace) */
+void outbound_set_health_start(struct outbound_set *s);
+void outbound_set_health_stop(struct outbound_set *s);
+/* A report marked member |m| of group |g| down: check it within 1 s. */
+void outbound_set_health_recheck(struct outbound_set *s, size_t g, size_t m);
+
+/* set.c: records a check of member |m| of group |g|: |ms| >= 0 up with
+ * that latency, else down with |err|. */
+void outbound_set_check_result(struct outbound_set *s, size_t g, size_t m, int ms, const char *err);
+
+#endif

@@ -1,0 +1,445 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "outbound/outbound.h"
+#include "outbound/proxy.h"
+#include "outbound/ss_codec.h"
+
+/* The Shadowsocks stream: plaintext in, chunks sealed straight into one
+ * output buffer and sent from there; ciphertext received into one input
+ * buffer and opened in place, so each byte is copied once per direction
+ * (the caller's iovec into a chunk, an opened chunk into the caller's
+ * buffer) besides the crypto itself. */
+
+/* Two whole chunks: a partial one never blocks the next recv. */
+#define IN_CAP (SS_SALT_MAX + 2 * SS_CHUNK_MAX)
+/* Four chunks: several go out per send, and a slow socket holds back the
+ * writer only after ~64 KiB. */
+#define OUT_CAP (SS_SALT_MAX + SS_ADDR_MAX + 4 * SS_CHUNK_MAX)
+/* No chunk smaller than this is cut for lack of room (34 bytes of
+ * overhead each); a smaller write still gets its own chunk. */
+#define SEAL_MIN 4096
+/* proxy.h: the header goes alone when nothing is written this soon. */
+#define HEADER_DELAY 0.010
+
+struct ss_stream {
+    struct outbound_stream base;
+    ev_io wio;
+    ev_timer hdr;
+    int err;         /* sticky errno: every later read/writev fails with it */
+    int blocked;     /* a writev failed with EAGAIN: on_drain is owed */
+    int shut, shut_done, eof;
+    struct ss_encoder enc;
+    struct ss_decoder dec;
+    /* out[off, end): sealed bytes not yet sent. */
+    size_t out_off, out_end;
+    /* in[0, dec): opened chunks; in[dec, end): ciphertext not yet a whole
+     * chunk. The reader walks the opened chunks: the payload at cur has
+     * cur_left bytes, the next chunk starts at hd; plain counts them all. */
+    size_t in_dec, in_end, hd, cur, cur_left, plain;
+    uint8_t out[OUT_CAP];
+    uint8_t in[IN_CAP];
+};
+
+#define SS(s) ((struct ss_stream *)(s))
+
+static void
+fail(struct ss_stream *s, int err)
+{
+    if (s->err == 0)
+        s->err = err;
+    ev_io_stop(s->base.loop, &s->wio);
+    ev_timer_stop(s->base.loop, &s->hdr);
+}
+
+/* Sends what the socket takes. 0, or -1 after a hard error (kept in err). */
+static int
+flush(struct ss_stream *s)
+{
+    while (s->out_off < s->out_end) {
+        size_t want = s->out_end - s->out_off;
+        ssize_t n = send(s->base.fd, s->out + s->out_off, want, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        if (n < 0) {
+            fail(s, errno);
+            return -1;
+        }
+        s->out_off += (size_t)n;
+        if ((size_t)n < want)
+            break; /* the socket buffer is full: skip the EAGAIN round trip */
+    }
+    if (s->out_off < s->out_end) {
+        ev_io_start(s->base.loop, &s->wio);
+        return 0;
+    }
+    s->out_off = s->out_end = 0;
+    ev_io_stop(s->base.loop, &s->wio);
+    if (s->shut && !s->shut_done) {
+        s->shut_done = 1;
+        if (shutdown(s->base.fd, SHUT_WR) != 0) {
+            fail(s, errno);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Free bytes at the end of out, moving unsent bytes to the front when
+ * the tail is too short for a whole chunk. */
+static size_t
+out_room(struct ss_stream *s)
+{
+    if (OUT_CAP - s->out_end < SS_CHUNK_MAX && s->out_off > 0) {
+        memmove(s->out, s->out + s->out_off, s->out_end - s->out_off);
+        s->out_end -= s->out_off;
+        s->out_off = 0;
+    }
+    return OUT_CAP - s->out_end;
+}
+
+/* Room a write of |total| bytes needs before it is worth sealing. */
+static size_t
+out_need(const struct ss_stream *s, size_t total)
+{
+    size_t need = SS_CHUNK_OVERHEAD + (total < SEAL_MIN ? total : SEAL_MIN) + s->enc.prefix_len;
+    return s->enc.started ? need : need + s->enc.salt_len;
+}
+
+static void
+on_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, wio));
+
+    if (flush(s) != 0 || (s->blocked && out_room(s) >= SS_CHUNK_MAX)) {
+        s->blocked = 0;
+        if (s->base.on_drain != NULL)
+            s->base.on_drain(s->base.drain_arg); /* may close the stream */
+    }
+}
+
+/* Seals the address header alone (no payload came in time, or a shutdown
+ * before any): the server must learn the destination either way. */
+static void
+send_header(struct ss_stream *s)
+{
+    size_t taken;
+
+    ev_timer_stop(s->base.loop, &s->hdr);
+    if (s->enc.started)
+        return;
+    s->out_end += ss_encoder_seal(&s->enc, s->out + s->out_end, out_room(s), NULL, 0, &taken);
+    flush(s);
+}
+
+static void
+on_header_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, hdr));
+
+    send_header(s);
+    if (s->err != 0 && s->base.on_drain != NULL)
+        s->base.on_drain(s->base.drain_arg);
+}
+
+static ssize_t
+ss_writev(struct outbound_stream *base, const struct iovec *iov, int iovcnt)
+{
+    struct ss_stream *s = SS(base);
+    size_t total = 0, taken, room;
+
+    if (s->err != 0 || s->shut) {
+        errno = s->err != 0 ? s->err : EPIPE;
+        return -1;
+    }
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
+    if (total == 0)
+        return 0;
+    ev_timer_stop(base->loop, &s->hdr);
+    room = out_room(s);
+    if (room < out_need(s, total)) {
+        if (flush(s) != 0) {
+            errno = s->err;
+            return -1;
+        }
+        room = out_room(s);
+        if (room < out_need(s, total)) {
+            s->blocked = 1;
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    s->out_end += ss_encoder_seal(&s->enc, s->out + s->out_end, room, iov, iovcnt, &taken);
+    if (flush(s) != 0) {
+        errno = s->err;
+        return -1;
+    }
+    return (ssize_t)taken;
+}
+
+/* Copies opened payload out, walking the chunks. */
+static size_t
+take(struct ss_stream *s, uint8_t *buf, size_t len)
+{
+    size_t got = 0;
+
+    while (got < len) {
+        if (s->cur_left == 0) {
+            if (s->hd >= s->in_dec)
+                break;
+            s->cur = s->hd + SS_CHUNK_HDR;
+            s->cur_left = ss_chunk_len(s->in + s->hd);
+            s->hd = s->cur + s->cur_left + TLS_AEAD_TAG_LEN;
+            continue;
+        }
+        size_t k = len - got < s->cur_left ? len - got : s->cur_left;
+        memcpy(buf + got, s->in + s->cur, k);
+        got += k;
+        s->cur += k;
+        s->cur_left -= k;
+        s->plain -= k;
+    }
+    return got;
+}
+
+/* Called with every opened byte taken: makes room for the next recv. */
+static void
+in_compact(struct ss_stream *s)
+{
+    size_t part = s->in_end - s->in_dec;
+
+    /* Only empty chunks can remain unwalked: skip them. */
+    s->hd = s->in_dec;
+    s->cur_left = 0;
+    if (part == 0) {
+        s->in_dec = s->in_end = s->hd = 0;
+        return;
+    }
+    if (IN_CAP - s->in_end >= SS_CHUNK_MAX)
+        return;
+    memmove(s->in, s->in + s->in_dec, part);
+    s->in_dec = s->hd = 0;
+    s->in_end = part;
+}
+
+static int
+open_chunks(struct ss_stream *s)
+{
+    for (;;) {
+        size_t plen;
+        int salt = !s->dec.have_salt;
+        ssize_t r = ss_decoder_next(&s->dec, s->in + s->in_dec, s->in_end - s->in_dec, &plen);
+        if (r < 0) {
+            fail(s, EBADMSG);
+            return -1;
+        }
+        if (r == 0)
+            return 0;
+        s->in_dec += (size_t)r;
+        if (salt)
+            s->hd = s->in_dec; /* nothing precedes the salt */
+        s->plain += plen;
+    }
+}
+
+static ssize_t
+ss_read(struct outbound_stream *base, void *buf, size_t len)
+{
+    struct ss_stream *s = SS(base);
+
+    if (len == 0)
+        return 0;
+    for (;;) {
+        if (s->err != 0) {
+            errno = s->err;
+            return -1;
+        }
+        size_t got = take(s, buf, len);
+        if (got > 0)
+            return (ssize_t)got;
+        if (s->eof)
+            return 0;
+        in_compact(s);
+        ssize_t n = recv(base->fd, s->in + s->in_end, IN_CAP - s->in_end, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            /* A salt or chunk cut short is a truncated stream, not an end. */
+            if (s->in_end > s->in_dec || s->dec.have_len) {
+                fail(s, EPROTO);
+                continue;
+            }
+            s->eof = 1;
+            return 0;
+        }
+        s->in_end += (size_t)n;
+        if (open_chunks(s) != 0)
+            continue;
+    }
+}
+
+static int
+ss_shutdown(struct outbound_stream *base)
+{
+    struct ss_stream *s = SS(base);
+
+    if (s->err != 0) {
+        errno = s->err;
+        return -1;
+    }
+    if (s->shut)
+        return 0;
+    s->shut = 1;
+    send_header(s);
+    if (flush(s) != 0) {
+        errno = s->err;
+        return -1;
+    }
+    return 0;
+}
+
+static size_t
+ss_pending(const struct outbound_stream *base)
+{
+    return SS(base)->err != 0 ? 0 : SS(base)->plain;
+}
+
+static void
+ss_close(struct outbound_stream *base, int reset)
+{
+    struct ss_stream *s = SS(base);
+
+    ev_io_stop(base->loop, &s->wio);
+    ev_timer_stop(base->loop, &s->hdr);
+    if (reset)
+        outbound_close_reset(base->fd);
+    else
+        close(base->fd);
+    free(s);
+}
+
+static const struct outbound_stream_ops ss_ops = {
+    .name = "shadowsocks",
+    .read = ss_read,
+    .writev = ss_writev,
+    .shutdown = ss_shutdown,
+    .pending = ss_pending,
+    .close = ss_close,
+};
+
+struct outbound_stream *
+outbound_ss_stream(struct ev_loop *loop, int fd, const struct outbound_proxy *p,
+                   const struct flow_addr *dst)
+{
+    uint8_t hdr[SS_ADDR_MAX];
+    int hlen = outbound_addr_write(hdr, sizeof(hdr), dst);
+    struct ss_stream *s;
+
+    /* The buffers are written before they are read: no need to zero them. */
+    if (hlen < 0 || (s = malloc(sizeof(*s))) == NULL) {
+        close(fd);
+        return NULL;
+    }
+    memset(s, 0, offsetof(struct ss_stream, out));
+    s->base.ops = &ss_ops;
+    s->base.fd = fd;
+    s->base.loop = loop;
+    ss_encoder_init(&s->enc, p->cipher, p->key, NULL, hdr, (size_t)hlen);
+    ss_decoder_init(&s->dec, p->cipher, p->key);
+    ev_io_init(&s->wio, on_writable, fd, EV_WRITE);
+    ev_timer_init(&s->hdr, on_header_timer, HEADER_DELAY, 0.);
+    ev_timer_start(loop, &s->hdr);
+    return &s->base;
+}
+
+ssize_t
+outbound_ss_udp_seal(const struct outbound_proxy *p, const struct flow_addr *dst,
+                     const uint8_t *payload, size_t len, uint8_t *out, size_t cap)
+{
+    size_t salt_len = ss_key_len(p->cipher), room;
+    uint8_t hdr[SS_ADDR_MAX];
+    int alen = outbound_addr_write(hdr, sizeof(hdr), dst);
+    struct ss_dir d;
+
+    if (alen < 0 || cap < salt_len + TLS_AEAD_TAG_LEN + (size_t)alen)
+        return -1;
+    room = cap - salt_len - TLS_AEAD_TAG_LEN - (size_t)alen;
+    if (len > room)
+        return -1;
+    uint8_t *body = out + salt_len;
+    size_t blen = (size_t)alen + len;
+    /* |payload| may already sit in |out|: move it before anything else
+     * is written there. */
+    memmove(body + alen, payload, len);
+    memcpy(body, hdr, (size_t)alen);
+    tls_random(out, salt_len);
+    ss_dir_init(&d, p->cipher, p->key, out);
+    tls_aead_seal(&d.aead, d.nonce, body, blen, body + blen);
+    return (ssize_t)(salt_len + blen + TLS_AEAD_TAG_LEN);
+}
+
+ssize_t
+outbound_ss_udp_open(const struct outbound_proxy *p, uint8_t *in, size_t len,
+                     struct flow_addr *from, size_t *payload_len)
+{
+    size_t salt_len = ss_key_len(p->cipher);
+    struct ss_dir d;
+
+    if (len < salt_len + TLS_AEAD_TAG_LEN)
+        return -1;
+    uint8_t *body = in + salt_len;
+    size_t blen = len - salt_len - TLS_AEAD_TAG_LEN;
+    ss_dir_init(&d, p->cipher, p->key, in);
+    if (tls_aead_open(&d.aead, d.nonce, body, blen, body + blen) != 0)
+        return -1;
+    int alen = outbound_addr_parse(body, blen, from);
+    if (alen <= 0)
+        return -1;
+    *payload_len = blen - (size_t)alen;
+    return (ssize_t)(salt_len + (size_t)alen);
+}
+
+int
+outbound_ss_setup(struct outbound_proxy *p, const char *cipher, const char *password)
+{
+    static const struct {
+        const char *name;
+        enum outbound_ss_cipher c;
+    } names[] = {
+        {"aes-128-gcm", OUTBOUND_SS_AES_128_GCM},
+        {"aes-256-gcm", OUTBOUND_SS_AES_256_GCM},
+        {"chacha20-ietf-poly1305", OUTBOUND_SS_CHACHA20_POLY1305},
+        {"chacha20-poly1305", OUTBOUND_SS_CHACHA20_POLY1305},
+    };
+    size_t i, n = sizeof(names) / sizeof(names[0]), plen = strlen(password), have = 0;
+    uint8_t d[16], *buf;
+
+    for (i = 0; i < n && strcmp(names[i].name, cipher) != 0; i++)
+        ;
+    if (i == n || (buf = malloc(16 + plen)) == NULL)
+        return -1;
+    p->cipher = names[i].c;
+    p->key_len = ss_key_len(p->cipher);
+    /* EVP_BytesToKey(MD5, no salt, 1 round): D1 = MD5(pw), Di = MD5(Di-1 || pw). */
+    memcpy(buf + 16, password, plen);
+    tls_md5(buf + 16, plen, d);
+    for (;;) {
+        size_t k = p->key_len - have < 16 ? p->key_len - have : 16;
+        memcpy(p->key + have, d, k);
+        have += k;
+        if (have == p->key_len)
+            break;
+        memcpy(buf, d, 16);
+        tls_md5(buf, 16 + plen, d);
+    }
+    free(buf);
+    return 0;
+}

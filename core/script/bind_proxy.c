@@ -1,0 +1,464 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/log.h"
+#include "outbound/set.h"
+#include "script/script_int.h"
+
+/* chute.proxy "name" { ... } and chute.group "name" { ... }: each field is
+ * checked here so a mistake is reported at the declaring line, and the
+ * declarations become the bundle's outbound_set when main.lua has run.
+ * Names resolve in declaration order: a group names proxies declared
+ * above it, and route() / chute.rules may name any of them. */
+
+#define MAX_POLICIES 4096
+
+struct field {
+    const char *name;
+    int type; /* LUA_T* */
+};
+
+static const struct field common_fields[] = {
+    {"type", LUA_TSTRING}, {"server", LUA_TSTRING}, {"port", LUA_TNUMBER}, {"udp", LUA_TBOOLEAN},
+};
+static const struct field socks_fields[] = {{"username", LUA_TSTRING}, {"password", LUA_TSTRING}};
+static const struct field http_fields[] = {{"username", LUA_TSTRING},
+                                           {"password", LUA_TSTRING},
+                                           {"tls", LUA_TBOOLEAN},
+                                           {"sni", LUA_TSTRING},
+                                           {"skip_cert_verify", LUA_TBOOLEAN}};
+static const struct field ss_fields[] = {{"cipher", LUA_TSTRING}, {"password", LUA_TSTRING}};
+static const struct field trojan_fields[] = {
+    {"password", LUA_TSTRING}, {"sni", LUA_TSTRING}, {"skip_cert_verify", LUA_TBOOLEAN}};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static const struct field *
+find_field(const struct field *f, size_t n, const char *k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i].name, k) == 0)
+            return &f[i];
+    return NULL;
+}
+
+static int
+name_taken(struct script *s, const char *name)
+{
+    return script_policy_lookup(s, name) >= 0;
+}
+
+/* luaL_error names the caller of the C function: here chute.lua's wrapper.
+ * The user's line is one level further up. */
+static int
+fail_at(lua_State *L, const char *fmt, ...)
+{
+    va_list ap;
+    luaL_where(L, 2);
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+/* Pushes "main.lua:12" for the line that declared the thing. */
+static const char *
+declared_at(lua_State *L, char *buf, size_t len)
+{
+    luaL_where(L, 2);
+    snprintf(buf, len, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    size_t n = strlen(buf);
+    while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == ':'))
+        buf[--n] = '\0';
+    return buf;
+}
+
+static const char *
+opt_string(lua_State *L, int t, const char *k)
+{
+    lua_getfield(L, t, k);
+    const char *v = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the string stays referenced by the table */
+    return v;
+}
+
+static int
+opt_bool(lua_State *L, int t, const char *k)
+{
+    lua_getfield(L, t, k);
+    int v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Returns an error message (pushed) or NULL. Checks every key against the
+ * type's fields and their Lua types. */
+static const char *
+check_keys(lua_State *L, int t, const struct field *extra, size_t nextra, const char *type)
+{
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        const struct field *f = k ? find_field(common_fields, N(common_fields), k) : NULL;
+        if (f == NULL && k != NULL)
+            f = find_field(extra, nextra, k);
+        if (f == NULL) {
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            lua_pushfstring(L, "unknown field '%s' for type %s (fields: ", k ? k : "?", type);
+            luaL_addvalue(&b);
+            for (size_t i = 0; i < N(common_fields) + nextra; i++) {
+                const struct field *g = i < N(common_fields) ? &common_fields[i]
+                                                             : &extra[i - N(common_fields)];
+                if (i > 0)
+                    luaL_addstring(&b, ", ");
+                luaL_addstring(&b, g->name);
+            }
+            luaL_addstring(&b, ")");
+            luaL_pushresult(&b);
+            return lua_tostring(L, -1);
+        }
+        if (lua_type(L, -1) != f->type) {
+            return lua_pushfstring(L, "field '%s': expected %s, got %s", k, lua_typename(L, f->type),
+                                   luaL_typename(L, -1));
+        }
+        lua_pop(L, 1);
+    }
+    return NULL;
+}
+
+static const char *
+read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
+{
+    const char *type = opt_string(L, t, "type");
+    if (type == NULL)
+        return "needs a type (socks5, http, https, shadowsocks, trojan)";
+    const struct field *extra;
+    size_t nextra;
+    if (strcmp(type, "socks5") == 0) {
+        p->type = OUTBOUND_SOCKS5, extra = socks_fields, nextra = N(socks_fields);
+    } else if (strcmp(type, "http") == 0 || strcmp(type, "https") == 0) {
+        p->type = OUTBOUND_HTTP, extra = http_fields, nextra = N(http_fields);
+        p->tls = type[4] == 's';
+    } else if (strcmp(type, "shadowsocks") == 0 || strcmp(type, "ss") == 0) {
+        p->type = OUTBOUND_SHADOWSOCKS, extra = ss_fields, nextra = N(ss_fields);
+    } else if (strcmp(type, "trojan") == 0) {
+        p->type = OUTBOUND_TROJAN, extra = trojan_fields, nextra = N(trojan_fields);
+        p->tls = 1;
+    } else {
+        return lua_pushfstring(L, "unknown type '%s' (socks5, http, https, shadowsocks, trojan)",
+                               type);
+    }
+    const char *e = check_keys(L, t, extra, nextra, type);
+    if (e != NULL)
+        return e;
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    const char *server = opt_string(L, t, "server");
+    if (server == NULL)
+        return "needs a server (a name or an IP address)";
+    lua_getfield(L, t, "port");
+    int isnum;
+    lua_Integer port = lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum || port < 1 || port > 65535)
+        return "needs a port (an integer 1..65535)";
+    if (flow_addr_from_host(&p->server, server, strlen(server), (uint16_t)port) != 0)
+        return lua_pushfstring(L, "server '%s' is not a name or an IP address", server);
+    p->udp = opt_bool(L, t, "udp");
+    if (p->tls || p->type == OUTBOUND_HTTP)
+        p->tls = p->tls || opt_bool(L, t, "tls");
+    const char *user = opt_string(L, t, "username"), *pass = opt_string(L, t, "password");
+    const char *sni = opt_string(L, t, "sni");
+    if (sni != NULL)
+        snprintf(p->sni, sizeof(p->sni), "%s", sni);
+    p->skip_cert_verify = opt_bool(L, t, "skip_cert_verify");
+    if (pass != NULL && strlen(pass) > 255)
+        return "password: at most 255 bytes";
+    if (user != NULL && (strlen(user) == 0 || strlen(user) > 255))
+        return "username: 1..255 bytes";
+    switch (p->type) {
+    case OUTBOUND_SOCKS5:
+    case OUTBOUND_HTTP:
+        if ((user == NULL) != (pass == NULL))
+            return "username and password go together";
+        if (user != NULL) {
+            snprintf(p->user, sizeof(p->user), "%s", user);
+            snprintf(p->pass, sizeof(p->pass), "%s", pass);
+        }
+        break;
+    case OUTBOUND_SHADOWSOCKS: {
+        const char *cipher = opt_string(L, t, "cipher");
+        if (cipher == NULL || pass == NULL)
+            return "needs a cipher and a password";
+        if (outbound_ss_setup(p, cipher, pass) != 0)
+            return lua_pushfstring(L, "unknown cipher '%s' (aes-128-gcm, aes-256-gcm, "
+                                      "chacha20-ietf-poly1305)", cipher);
+        snprintf(p->pass, sizeof(p->pass), "%s", pass);
+        p->udp = 1; /* Shadowsocks carries UDP unless the bundle says no */
+        lua_getfield(L, t, "udp");
+        if (lua_type(L, -1) == LUA_TBOOLEAN)
+            p->udp = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        break;
+    }
+    case OUTBOUND_TROJAN:
+        if (pass == NULL)
+            return "needs a password";
+        outbound_trojan_setup(p, pass);
+        break;
+    }
+    return NULL;
+}
+
+static int
+l_proxy(lua_State *L)
+{
+    struct script *s = script_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_proxy *)0)->name))
+        return fail_at(L, "chute.proxy: names are 1..63 bytes");
+    if (name_taken(s, name))
+        return fail_at(L, "chute.proxy \"%s\": the name is taken", name);
+    if (s->nproxies >= MAX_POLICIES)
+        return fail_at(L, "chute.proxy: more than %d proxies", MAX_POLICIES);
+    if (s->ngroups > 0)
+        return fail_at(L, "chute.proxy \"%s\": declare proxies before groups", name);
+    struct outbound_proxy *np = realloc(s->proxies, (s->nproxies + 1) * sizeof(*np));
+    if (np == NULL)
+        return fail_at(L, "out of memory");
+    s->proxies = np;
+    struct outbound_proxy *p = &np[s->nproxies];
+    memset(p, 0, sizeof(*p));
+    const char *e = read_proxy(L, 2, name, p);
+    if (e != NULL)
+        return fail_at(L, "chute.proxy \"%s\": %s", name, e);
+    declared_at(L, p->where, sizeof(p->where));
+    s->nproxies++;
+    if (p->skip_cert_verify)
+        LOG_WARN("%s: proxy %s: skip_cert_verify: its certificate is not checked; anyone on the "
+                 "path can read and change its traffic", p->where, name);
+    return 0;
+}
+
+static const char *
+read_group(lua_State *L, struct script *s, int t, const char *name, struct outbound_group_cfg *g)
+{
+    static const struct field fields[] = {
+        {"type", LUA_TSTRING},     {"proxies", LUA_TTABLE},  {"url", LUA_TSTRING},
+        {"interval", LUA_TNUMBER}, {"timeout", LUA_TNUMBER}, {"tolerance", LUA_TNUMBER},
+        {"selected", LUA_TSTRING},
+    };
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        const struct field *f = find_field(fields, N(fields), k);
+        if (f == NULL)
+            return lua_pushfstring(L, "unknown field '%s' (fields: type, proxies, url, interval, "
+                                      "timeout, tolerance, selected)", k);
+        if (lua_type(L, -1) != f->type)
+            return lua_pushfstring(L, "field '%s': expected %s, got %s", k,
+                                   lua_typename(L, f->type), luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    const char *type = opt_string(L, t, "type");
+    static const char *const types[] = {"select", "fallback", "url-test", "load-balance"};
+    size_t i;
+    for (i = 0; type != NULL && i < N(types); i++)
+        if (strcmp(type, types[i]) == 0)
+            break;
+    if (type == NULL || i == N(types))
+        return lua_pushfstring(L, "type %s%s%s: expected select, fallback, url-test or load-balance",
+                               type ? "'" : "", type ? type : "missing", type ? "'" : "");
+    g->type = (enum outbound_group_type)i;
+    lua_getfield(L, t, "proxies");
+    size_t n = lua_rawlen(L, -1);
+    if (n == 0) {
+        lua_pop(L, 1);
+        return "proxies: a list of one or more policy names";
+    }
+    g->members = calloc(n, sizeof(int));
+    if (g->members == NULL)
+        return "out of memory";
+    for (size_t k = 0; k < n; k++) {
+        lua_rawgeti(L, -1, (lua_Integer)k + 1);
+        const char *m = lua_tostring(L, -1);
+        int id = m ? script_policy_lookup(s, m) : -1;
+        if (id < 0 || id >= FLOW_POLICY__BUILTIN + (int)s->nproxies)
+            return lua_pushfstring(L, "proxies[%d]: '%s' is not DIRECT, REJECT or a proxy "
+                                      "declared above", (int)k + 1, m ? m : luaL_typename(L, -1));
+        g->members[g->nmembers++] = id;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    const char *url = opt_string(L, t, "url");
+    if (url != NULL) {
+        char err[160];
+        if (outbound_set_check_url(url, err, sizeof(err)) != 0)
+            return lua_pushfstring(L, "url: %s", err);
+        snprintf(g->url, sizeof(g->url), "%s", url);
+    } else if (g->type == OUTBOUND_GROUP_URL_TEST) {
+        return "url-test needs a url to time (\"http://host/path\")";
+    }
+    lua_getfield(L, t, "interval");
+    g->interval = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : (url ? 300 : 0);
+    lua_getfield(L, t, "timeout");
+    g->timeout = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 5;
+    lua_getfield(L, t, "tolerance");
+    g->tolerance = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 50;
+    lua_pop(L, 3);
+    if (!(g->interval >= 0 && g->interval <= 86400) || (g->interval > 0 && g->interval < 0.1))
+        return "interval: seconds, 0.1..86400 (0: no checks)";
+    if (!(g->timeout > 0 && g->timeout <= 60))
+        return "timeout: seconds, > 0 and at most 60";
+    if (!(g->tolerance >= 0 && g->tolerance <= 60000))
+        return "tolerance: milliseconds, 0..60000";
+    const char *sel = opt_string(L, t, "selected");
+    if (sel != NULL) {
+        if (g->type != OUTBOUND_GROUP_SELECT)
+            return "selected: only select groups have a chosen member";
+        int id = script_policy_lookup(s, sel);
+        for (i = 0; i < g->nmembers && g->members[i] != id; i++)
+            ;
+        if (i == g->nmembers)
+            return lua_pushfstring(L, "selected: '%s' is not one of the group's proxies", sel);
+        g->selected = (int)i;
+    }
+    return NULL;
+}
+
+static int
+l_group(lua_State *L)
+{
+    struct script *s = script_of(L);
+    const char *name = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_group_cfg *)0)->name))
+        return fail_at(L, "chute.group: names are 1..63 bytes");
+    if (name_taken(s, name))
+        return fail_at(L, "chute.group \"%s\": the name is taken", name);
+    if (s->ngroups >= MAX_POLICIES)
+        return fail_at(L, "chute.group: more than %d groups", MAX_POLICIES);
+    struct outbound_group_cfg *ng = realloc(s->groups, (s->ngroups + 1) * sizeof(*ng));
+    if (ng == NULL)
+        return fail_at(L, "out of memory");
+    s->groups = ng;
+    struct outbound_group_cfg *g = &ng[s->ngroups];
+    memset(g, 0, sizeof(*g));
+    const char *e = read_group(L, s, 2, name, g);
+    if (e != NULL) {
+        free(g->members);
+        return fail_at(L, "chute.group \"%s\": %s", name, e);
+    }
+    declared_at(L, g->where, sizeof(g->where));
+    s->ngroups++;
+    return 0;
+}
+
+/* chute.select(group, member): at load it sets the default; afterwards it
+ * switches the running set. */
+static int
+l_select(lua_State *L)
+{
+    struct script *s = script_of(L);
+    const char *group = luaL_checkstring(L, 1), *member = luaL_checkstring(L, 2);
+    char err[256];
+    if (s->set != NULL) {
+        if (outbound_set_select(s->set, group, member, err, sizeof(err)) != 0)
+            return luaL_error(L, "chute.select: %s", err);
+        return 0;
+    }
+    for (size_t i = 0; i < s->ngroups; i++) {
+        struct outbound_group_cfg *g = &s->groups[i];
+        if (strcmp(g->name, group) != 0)
+            continue;
+        if (g->type != OUTBOUND_GROUP_SELECT)
+            return luaL_error(L, "chute.select: '%s' is not a select group", group);
+        int id = script_policy_lookup(s, member);
+        for (size_t k = 0; k < g->nmembers; k++)
+            if (g->members[k] == id) {
+                g->selected = (int)k;
+                return 0;
+            }
+        return luaL_error(L, "chute.select: group '%s' has no member '%s'", group, member);
+    }
+    return luaL_error(L, "chute.select: no group '%s'", group);
+}
+
+int
+script_policy_lookup(const struct script *s, const char *name)
+{
+    if (strcmp(name, "DIRECT") == 0)
+        return FLOW_POLICY_DIRECT;
+    if (strcmp(name, "REJECT") == 0)
+        return FLOW_POLICY_REJECT;
+    if (s == NULL)
+        return -1;
+    if (s->set != NULL)
+        return outbound_set_lookup(s->set, name);
+    for (size_t i = 0; i < s->nproxies; i++)
+        if (strcmp(s->proxies[i].name, name) == 0)
+            return FLOW_POLICY__BUILTIN + (int)i;
+    for (size_t i = 0; i < s->ngroups; i++)
+        if (strcmp(s->groups[i].name, name) == 0)
+            return FLOW_POLICY__BUILTIN + (int)(s->nproxies + i);
+    return -1;
+}
+
+const char *
+script_policy_name(const struct script *s, int policy)
+{
+    if (s != NULL && s->set != NULL)
+        return outbound_set_name(s->set, policy);
+    return flow_policy_name(policy);
+}
+
+int
+script_proxies_finish(struct script *s, char *err, size_t errlen)
+{
+    s->set = outbound_set_new(s->proxies, s->nproxies, s->groups, s->ngroups);
+    if (s->set == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->proxies = NULL;
+    s->groups = NULL;
+    return 0;
+}
+
+void
+script_proxies_free(struct script *s)
+{
+    if (s->set != NULL)
+        outbound_set_unref(s->set);
+    s->set = NULL;
+    for (size_t i = 0; s->groups != NULL && i < s->ngroups; i++)
+        free(s->groups[i].members);
+    free(s->proxies);
+    free(s->groups);
+    s->proxies = NULL;
+    s->groups = NULL;
+}
+
+struct outbound_set *
+script_outbound_set(const struct script *s)
+{
+    return s->set;
+}
+
+void
+script_proxy_open(lua_State *L)
+{
+    static const luaL_Reg funcs[] = {
+        {"proxy", l_proxy},
+        {"group", l_group},
+        {"select", l_select},
+        {NULL, NULL},
+    };
+    luaL_setfuncs(L, funcs, 0);
+}

@@ -1,0 +1,244 @@
+#include "tls/crypto.h"
+
+#include <bearssl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* GCM is assembled from BearSSL's CTR and GHASH primitives rather than
+ * br_gcm_context: that context points at its block cipher, so it could not
+ * live in a movable, const struct tls_aead, and it needs a reset per
+ * operation. With a 96-bit nonce, J0 = nonce || 1, the payload is CTR from
+ * counter 2, and the tag is GHASH(C, lengths) XOR E(J0) — the same steps
+ * br_gcm runs. */
+struct gcm {
+    union {
+        const br_block_ctr_class *vtable;
+        br_aes_x86ni_ctr_keys x86ni;
+        br_aes_ct64_ctr_keys ct64;
+    } keys;
+    unsigned char h[16];
+};
+
+struct chacha {
+    unsigned char key[32];
+};
+
+_Static_assert(sizeof(struct gcm) <= sizeof(((struct tls_aead *)0)->_ctx), "tls_aead._ctx too small");
+_Static_assert(sizeof(struct chacha) <= sizeof(((struct tls_aead *)0)->_ctx), "tls_aead._ctx too small");
+_Static_assert(_Alignof(struct gcm) <= 16, "tls_aead._ctx under-aligned");
+
+/* The implementations for this CPU, picked once: the getters run CPUID,
+ * which traps to the hypervisor on VMs, too slow for every UDP packet. */
+static struct {
+    const br_block_ctr_class *aes;
+    br_ghash ghash;
+    br_chacha20_run chacha;
+    br_poly1305_run poly;
+} impl;
+static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
+
+static void
+impl_pick(void)
+{
+    impl.aes = br_aes_x86ni_ctr_get_vtable();
+    if (impl.aes == NULL)
+        impl.aes = &br_aes_ct64_ctr_vtable;
+    impl.ghash = br_ghash_pclmul_get();
+    if (impl.ghash == NULL)
+        impl.ghash = br_ghash_ctmul64;
+    impl.chacha = br_chacha20_sse2_get();
+    if (impl.chacha == NULL)
+        impl.chacha = br_chacha20_ct_run;
+    impl.poly = br_poly1305_ctmulq_get();
+    if (impl.poly == NULL)
+        impl.poly = br_poly1305_ctmul_run;
+}
+
+static inline void
+impl_init(void)
+{
+    pthread_once(&impl_once, impl_pick);
+}
+
+size_t
+tls_aead_key_len(enum tls_aead_alg alg)
+{
+    return alg == TLS_AEAD_AES_128_GCM ? 16 : 32;
+}
+
+void
+tls_aead_init(struct tls_aead *a, enum tls_aead_alg alg, const uint8_t *key)
+{
+    impl_init();
+    memset(a, 0, sizeof(*a));
+    a->alg = alg;
+    if (alg == TLS_AEAD_CHACHA20_POLY1305) {
+        memcpy(((struct chacha *)a->_ctx)->key, key, 32);
+        return;
+    }
+    struct gcm *g = (struct gcm *)a->_ctx;
+    static const unsigned char zero_iv[12];
+    impl.aes->init(&g->keys.vtable, key, tls_aead_key_len(alg));
+    /* H = E(0^128): the CTR block for IV 0, counter 0, over zeros. */
+    memset(g->h, 0, sizeof(g->h));
+    impl.aes->run(&g->keys.vtable, zero_iv, 0, g->h, sizeof(g->h));
+}
+
+static void
+gcm_tag(const struct gcm *g, const uint8_t nonce[12], const uint8_t *c, size_t len, uint8_t y[16])
+{
+    uint8_t lens[16] = {0};
+    uint64_t bits = (uint64_t)len << 3;
+
+    for (int i = 0; i < 8; i++)
+        lens[15 - i] = (uint8_t)(bits >> (8 * i));
+    memset(y, 0, 16);
+    impl.ghash(y, g->h, c, len);
+    impl.ghash(y, g->h, lens, sizeof(lens));
+    impl.aes->run(&g->keys.vtable, nonce, 1, y, 16);
+}
+
+void
+tls_aead_seal(const struct tls_aead *a, const uint8_t nonce[TLS_AEAD_NONCE_LEN], uint8_t *data,
+              size_t len, uint8_t tag[TLS_AEAD_TAG_LEN])
+{
+    if (a->alg == TLS_AEAD_CHACHA20_POLY1305) {
+        static const unsigned char no_aad[1];
+        impl.poly(((const struct chacha *)a->_ctx)->key, nonce, data, len, no_aad, 0, tag,
+                  impl.chacha, 1);
+        return;
+    }
+    const struct gcm *g = (const struct gcm *)a->_ctx;
+    impl.aes->run(&g->keys.vtable, nonce, 2, data, len);
+    gcm_tag(g, nonce, data, len, tag);
+}
+
+static int
+tag_equal(const uint8_t *x, const uint8_t *y)
+{
+    unsigned d = 0;
+
+    for (int i = 0; i < TLS_AEAD_TAG_LEN; i++)
+        d |= x[i] ^ y[i];
+    return d == 0;
+}
+
+int
+tls_aead_open(const struct tls_aead *a, const uint8_t nonce[TLS_AEAD_NONCE_LEN], uint8_t *data,
+              size_t len, const uint8_t tag[TLS_AEAD_TAG_LEN])
+{
+    uint8_t want[TLS_AEAD_TAG_LEN];
+
+    if (a->alg == TLS_AEAD_CHACHA20_POLY1305) {
+        static const unsigned char no_aad[1];
+        impl.poly(((const struct chacha *)a->_ctx)->key, nonce, data, len, no_aad, 0, want,
+                  impl.chacha, 0);
+        return tag_equal(want, tag) ? 0 : -1;
+    }
+    /* GCM authenticates the ciphertext: check before decrypting, so a
+     * forged chunk costs one GHASH pass and nothing is decrypted. */
+    const struct gcm *g = (const struct gcm *)a->_ctx;
+    gcm_tag(g, nonce, data, len, want);
+    if (!tag_equal(want, tag))
+        return -1;
+    impl.aes->run(&g->keys.vtable, nonce, 2, data, len);
+    return 0;
+}
+
+const char *
+tls_aead_impl(enum tls_aead_alg alg)
+{
+    impl_init();
+    if (alg == TLS_AEAD_CHACHA20_POLY1305) {
+        if (impl.chacha == br_chacha20_sse2_run)
+            return impl.poly == br_poly1305_ctmulq_run ? "chacha20-sse2+ctmulq"
+                                                         : "chacha20-sse2+ctmul";
+        return impl.poly == br_poly1305_ctmulq_run ? "chacha20-ct+ctmulq" : "chacha20-ct+ctmul";
+    }
+    if (impl.aes == &br_aes_x86ni_ctr_vtable)
+        return impl.ghash == br_ghash_pclmul ? "aes-x86ni+pclmul" : "aes-x86ni+ctmul64";
+    return impl.ghash == br_ghash_pclmul ? "aes-ct64+pclmul" : "aes-ct64+ctmul64";
+}
+
+void
+tls_hkdf_sha1(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t salt_len,
+              const char *info, uint8_t *out, size_t outlen)
+{
+    br_hkdf_context hc;
+
+    br_hkdf_init(&hc, &br_sha1_vtable, salt, salt_len);
+    br_hkdf_inject(&hc, ikm, ikm_len);
+    br_hkdf_flip(&hc);
+    br_hkdf_produce(&hc, info, strlen(info), out, outlen);
+}
+
+void
+tls_md5(const void *data, size_t len, uint8_t out[16])
+{
+    br_md5_context c;
+
+    br_md5_init(&c);
+    br_md5_update(&c, data, len);
+    br_md5_out(&c, out);
+}
+
+void
+tls_sha1(const void *data, size_t len, uint8_t out[20])
+{
+    br_sha1_context c;
+
+    br_sha1_init(&c);
+    br_sha1_update(&c, data, len);
+    br_sha1_out(&c, out);
+}
+
+void
+tls_sha224(const void *data, size_t len, uint8_t out[28])
+{
+    br_sha224_context c;
+
+    br_sha224_init(&c);
+    br_sha224_update(&c, data, len);
+    br_sha224_out(&c, out);
+}
+
+/* One DRBG per thread, so no lock; a forked child would otherwise repeat
+ * its parent's stream (and salts), hence the reseed on a new pid. The
+ * periodic reseed bounds what a leaked state predicts. */
+#define RESEED_EVERY (1u << 16)
+
+static _Thread_local struct {
+    br_hmac_drbg_context drbg;
+    pid_t pid;
+    unsigned uses;
+} rng;
+
+static void
+rng_seed(void)
+{
+    br_prng_seeder seeder = br_prng_seeder_system(NULL);
+    pid_t pid = getpid();
+
+    if (rng.pid == 0)
+        br_hmac_drbg_init(&rng.drbg, &br_sha256_vtable, &pid, sizeof(pid));
+    else
+        br_hmac_drbg_update(&rng.drbg, &pid, sizeof(pid));
+    /* Without entropy every salt would be predictable: refuse to run. */
+    if (seeder == NULL || !seeder(&rng.drbg.vtable)) {
+        fputs("chute: no system entropy source\n", stderr);
+        abort();
+    }
+    rng.pid = pid;
+    rng.uses = 0;
+}
+
+void
+tls_random(void *out, size_t len)
+{
+    if (rng.pid != getpid() || ++rng.uses >= RESEED_EVERY)
+        rng_seed();
+    br_hmac_drbg_generate(&rng.drbg, out, len);
+}

@@ -1,0 +1,684 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "flow/relay.h"
+#include "outbound/stream.h"
+
+/* The relay's stream mode against a fake outbound_stream: XOR 0x5A over a
+ * socketpair, with a tiny send buffer (EAGAIN + on_drain on every few KiB),
+ * reads that hand out a few KiB at a time from a larger decoded buffer (so
+ * pending() matters), and an optional EBADMSG after N bytes. The client and
+ * the server behind the stream are threads doing their own I/O. */
+
+#define KEY 0x5A
+#define FAKE_OUT 4096
+#define FAKE_IN (320 * 1024) /* more than the relay's buffer: pending() stays > 0 */
+#define MIB (1024 * 1024)
+
+struct fake_log {
+    int closed, reset;
+    uint64_t eagains, drains;
+};
+
+struct fake {
+    struct outbound_stream s;
+    ev_io wr;
+    uint8_t out[FAKE_OUT];
+    size_t out_len;
+    uint8_t in[FAKE_IN];
+    size_t in_off, in_len;
+    size_t chunk;       /* most bytes one read() returns */
+    uint64_t bad_after; /* EBADMSG once this many were read; 0: never */
+    uint64_t read_total;
+    int err, shut_req, shut_done, want_drain;
+    struct fake_log *log;
+};
+
+static void
+fake_flush(struct fake *f)
+{
+    while (f->out_len > 0 && f->err == 0) {
+        ssize_t n = send(f->s.fd, f->out, f->out_len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EAGAIN)
+            break;
+        if (n < 0) {
+            f->err = errno;
+            break;
+        }
+        memmove(f->out, f->out + n, f->out_len - (size_t)n);
+        f->out_len -= (size_t)n;
+    }
+    if (f->out_len > 0 && f->err == 0) {
+        ev_io_start(f->s.loop, &f->wr);
+        return;
+    }
+    ev_io_stop(f->s.loop, &f->wr);
+    if (f->shut_req && !f->shut_done) {
+        f->shut_done = 1;
+        shutdown(f->s.fd, SHUT_WR);
+    }
+}
+
+static void
+fake_on_write(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct fake *f = w->data;
+    fake_flush(f);
+    if (f->err != 0 || (f->want_drain && f->out_len < FAKE_OUT)) {
+        f->want_drain = 0;
+        f->log->drains++;
+        f->s.on_drain(f->s.drain_arg); /* last: the owner may close us */
+    }
+}
+
+static ssize_t
+fake_read(struct outbound_stream *s, void *buf, size_t len)
+{
+    struct fake *f = (struct fake *)s;
+    if (f->err != 0) {
+        errno = f->err;
+        return -1;
+    }
+    if (f->bad_after > 0 && f->read_total >= f->bad_after) {
+        errno = EBADMSG;
+        return -1;
+    }
+    if (f->in_off == f->in_len) {
+        /* Greedy, like a stream that decrypts ahead: more than the relay
+         * asks for ends up pending. */
+        f->in_off = f->in_len = 0;
+        while (f->in_len < sizeof(f->in)) {
+            ssize_t n = recv(s->fd, f->in + f->in_len, sizeof(f->in) - f->in_len, 0);
+            if (n <= 0 && f->in_len == 0)
+                return n;
+            if (n <= 0)
+                break; /* the EOF or error comes with the next read */
+            for (ssize_t i = 0; i < n; i++)
+                f->in[f->in_len + (size_t)i] ^= KEY;
+            f->in_len += (size_t)n;
+        }
+    }
+    size_t n = f->in_len - f->in_off;
+    if (n > len)
+        n = len;
+    if (f->chunk > 0 && n > f->chunk)
+        n = f->chunk;
+    if (f->bad_after > 0 && n > f->bad_after - f->read_total)
+        n = f->bad_after - f->read_total;
+    memcpy(buf, f->in + f->in_off, n);
+    f->in_off += n;
+    f->read_total += n;
+    return (ssize_t)n;
+}
+
+static ssize_t
+fake_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+{
+    struct fake *f = (struct fake *)s;
+    if (f->err != 0 || f->shut_req) {
+        errno = f->err != 0 ? f->err : EPIPE;
+        return -1;
+    }
+    if (f->out_len == FAKE_OUT) {
+        f->want_drain = 1;
+        f->log->eagains++;
+        errno = EAGAIN;
+        return -1;
+    }
+    size_t took = 0;
+    for (int i = 0; i < iovcnt && f->out_len < FAKE_OUT; i++) {
+        const uint8_t *p = iov[i].iov_base;
+        size_t n = iov[i].iov_len;
+        if (n > FAKE_OUT - f->out_len)
+            n = FAKE_OUT - f->out_len;
+        for (size_t j = 0; j < n; j++)
+            f->out[f->out_len + j] = p[j] ^ KEY;
+        f->out_len += n;
+        took += n;
+    }
+    fake_flush(f);
+    return (ssize_t)took;
+}
+
+static int
+fake_shutdown(struct outbound_stream *s)
+{
+    struct fake *f = (struct fake *)s;
+    f->shut_req = 1;
+    fake_flush(f);
+    return 0;
+}
+
+static size_t
+fake_pending(const struct outbound_stream *s)
+{
+    const struct fake *f = (const struct fake *)s;
+    return f->in_len - f->in_off;
+}
+
+static void
+fake_close(struct outbound_stream *s, int reset)
+{
+    struct fake *f = (struct fake *)s;
+    ev_io_stop(s->loop, &f->wr);
+    if (!reset && f->err == 0 && f->out_len > 0) {
+        /* A graceful close delivers what it holds (the peer thread reads). */
+        fcntl(s->fd, F_SETFL, 0);
+        fake_flush(f);
+    }
+    f->log->closed++;
+    f->log->reset = reset;
+    close(s->fd);
+    free(f);
+}
+
+static const struct outbound_stream_ops fake_ops = {
+    .name = "fake",
+    .read = fake_read,
+    .writev = fake_writev,
+    .shutdown = fake_shutdown,
+    .pending = fake_pending,
+    .close = fake_close,
+};
+
+static struct fake *
+fake_new(struct ev_loop *loop, int fd, struct fake_log *log)
+{
+    struct fake *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->s.ops = &fake_ops;
+    f->s.fd = fd;
+    f->s.loop = loop;
+    f->chunk = 3000;
+    f->log = log;
+    ev_io_init(&f->wr, fake_on_write, fd, EV_WRITE);
+    f->wr.data = f;
+    return f;
+}
+
+/* A peer thread: sends |send_len| generated bytes (encoded with |key|)
+ * while reading until EOF, hashing both ways (FNV-1a 64). */
+struct peer {
+    int fd;
+    uint8_t key;
+    uint64_t send_len;
+    uint32_t seed;
+    int wait_eof;      /* read to EOF before sending anything */
+    uint64_t expect;   /* shut down only once this many bytes came in */
+    int shut_on_eof;   /* shut down only after the EOF */
+    int hold;          /* never shut down: wait for the other side */
+    int rst;           /* close at once with a RST */
+    int delay_ms;      /* sleep before any I/O */
+    _Atomic uint64_t sent;
+    uint64_t sent_hash, got_hash, got;
+    uint8_t head[64];
+    int eof, err;
+};
+
+#define FNV_INIT 0xcbf29ce484222325ULL
+
+static uint64_t
+fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint8_t
+gen(uint32_t seed, uint64_t pos)
+{
+    uint64_t x = (pos + seed) * 0x9E3779B97F4A7C15ULL;
+    return (uint8_t)(x >> 56);
+}
+
+static void *
+peer_run(void *arg)
+{
+    struct peer *p = arg;
+    uint8_t buf[64 * 1024];
+    int shut = 0;
+    if (p->delay_ms > 0)
+        usleep((useconds_t)p->delay_ms * 1000);
+    if (p->rst) {
+        struct linger lg = {1, 0};
+        setsockopt(p->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        close(p->fd);
+        p->fd = -1;
+        return NULL;
+    }
+    while (p->err == 0) {
+        int may_send = !p->wait_eof || p->eof;
+        uint64_t sent = p->sent;
+        if (!shut && !p->hold && may_send && sent == p->send_len && p->got >= p->expect &&
+            (!p->shut_on_eof || p->eof)) {
+            shutdown(p->fd, SHUT_WR);
+            shut = 1;
+        }
+        if (p->eof && (shut || p->hold))
+            break;
+        struct pollfd pfd = {p->fd, p->eof ? 0 : POLLIN, 0};
+        if (may_send && sent < p->send_len)
+            pfd.events |= POLLOUT;
+        int rc = poll(&pfd, 1, 20000);
+        if (rc == 0) {
+            p->err = ETIMEDOUT;
+            break;
+        }
+        if (!p->eof && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t n = recv(p->fd, buf, sizeof(buf), MSG_DONTWAIT);
+            if (n < 0 && errno != EAGAIN) {
+                p->err = errno;
+                break;
+            }
+            if (n == 0)
+                p->eof = 1;
+            for (ssize_t i = 0; i < n; i++) {
+                buf[i] ^= p->key;
+                if (p->got + (uint64_t)i < sizeof(p->head))
+                    p->head[p->got + (uint64_t)i] = buf[i];
+            }
+            if (n > 0) {
+                p->got_hash = fnv(p->got_hash, buf, (size_t)n);
+                p->got += (uint64_t)n;
+            }
+        }
+        if (pfd.revents & POLLOUT) {
+            size_t n = p->send_len - sent < sizeof(buf) ? p->send_len - sent : sizeof(buf);
+            for (size_t i = 0; i < n; i++)
+                buf[i] = gen(p->seed, sent + i) ^ p->key;
+            ssize_t w = send(p->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0 && errno != EAGAIN) {
+                p->err = errno;
+                break;
+            }
+            if (w > 0) {
+                for (ssize_t i = 0; i < w; i++)
+                    buf[i] ^= p->key;
+                p->sent_hash = fnv(p->sent_hash, buf, (size_t)w);
+                p->sent += (uint64_t)w;
+            }
+        }
+    }
+    return NULL;
+}
+
+struct rig {
+    struct ev_loop *loop;
+    struct flow_relay relay;
+    struct fake *fake;
+    struct fake_log log;
+    struct peer client, server;
+    pthread_t tc, ts;
+    uint64_t up, down;
+    int big_client;    /* default socket buffers on the client side, not 16 KiB */
+    int server_first;  /* the server sends everything before the relay starts */
+    const char *reason;
+    int calls;
+    ev_timer watchdog;
+};
+
+static void
+on_done(struct flow_relay *r, void *arg, const char *reason)
+{
+    struct rig *g = arg;
+    g->reason = reason;
+    g->calls++;
+    ev_break(g->loop, EVBREAK_ALL);
+}
+
+static void
+on_watchdog(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* A loopback TCP pair, so a reset reaches the client as a RST. */
+static void
+tcp_pair(int *a, int *b, int small)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(l >= 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &len), 0);
+    *a = socket(AF_INET, SOCK_STREAM, 0);
+    /* A small window on the client: the relay often waits for the client
+     * with decoded bytes still inside the stream. */
+    if (small > 0)
+        setsockopt(*a, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    assert_int_equal(connect(*a, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    *b = accept(l, NULL, NULL);
+    assert_true(*b >= 0);
+    close(l);
+}
+
+static void
+rig_init(struct rig *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->loop = ev_loop_new(EVFLAG_AUTO);
+    g->client.seed = 1;
+    g->client.got_hash = g->client.sent_hash = FNV_INIT;
+    g->server.seed = 2;
+    g->server.key = KEY;
+    g->server.got_hash = g->server.sent_hash = FNV_INIT;
+}
+
+/* Starts the peers and the relay; the relay's side of each pair is
+ * non-blocking, the peers poll. */
+static void
+rig_start(struct rig *g, const void *pre_up, size_t pre_up_len, const void *pre_down,
+          size_t pre_down_len, double idle, uint64_t bad_after)
+{
+    int c[2], s[2];
+    int small = g->big_client ? 0 : 16 * 1024;
+    tcp_pair(&c[0], &c[1], small);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
+    nonblock(c[1]);
+    nonblock(s[1]);
+    if (small > 0)
+        setsockopt(c[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    int big = 1024 * 1024; /* capped by wmem_max: 2 x 208 KiB by default */
+    setsockopt(s[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+    g->client.fd = c[0];
+    g->server.fd = s[0];
+    g->fake = fake_new(g->loop, s[1], &g->log);
+    g->fake->bad_after = bad_after;
+    assert_int_equal(pthread_create(&g->tc, NULL, peer_run, &g->client), 0);
+    assert_int_equal(pthread_create(&g->ts, NULL, peer_run, &g->server), 0);
+    while (g->server_first && g->server.sent < g->server.send_len)
+        usleep(1000);
+    assert_int_equal(flow_relay_start_stream(&g->relay, g->loop, c[1], &g->fake->s, pre_up,
+                                             pre_up_len, pre_down, pre_down_len, &g->up,
+                                             &g->down, idle, on_done, g),
+                     0);
+    ev_timer_init(&g->watchdog, on_watchdog, 60, 0);
+    ev_timer_start(g->loop, &g->watchdog);
+}
+
+static void
+rig_run(struct rig *g)
+{
+    ev_run(g->loop, 0);
+    ev_timer_stop(g->loop, &g->watchdog);
+}
+
+static void
+rig_join(struct rig *g)
+{
+    pthread_join(g->tc, NULL);
+    pthread_join(g->ts, NULL);
+    if (g->client.fd >= 0)
+        close(g->client.fd);
+    if (g->server.fd >= 0)
+        close(g->server.fd);
+    ev_loop_destroy(g->loop);
+}
+
+static void
+test_bulk_both_ways(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    /* The client shuts down once it got everything, the server only after
+     * that: a relay that forgets bytes left pending() in the stream (the
+     * socket quiet, no EV_READ coming) stalls here. */
+    g.client.send_len = g.server.send_len = 32 * MIB;
+    g.client.expect = 32 * MIB;
+    g.server.shut_on_eof = 1;
+    rig_start(&g, NULL, 0, NULL, 0, 30, 0);
+    rig_run(&g);
+    rig_join(&g);
+    assert_non_null(g.reason);
+    assert_string_equal(g.reason, "done");
+    assert_int_equal(g.calls, 1);
+    assert_int_equal(g.client.err, 0);
+    assert_int_equal(g.server.err, 0);
+    assert_int_equal(g.server.got, 32 * MIB);
+    assert_int_equal(g.client.got, 32 * MIB);
+    assert_true(g.server.got_hash == g.client.sent_hash);
+    assert_true(g.client.got_hash == g.server.sent_hash);
+    assert_int_equal(g.up, 32 * MIB);
+    assert_int_equal(g.down, 32 * MIB);
+    assert_true(g.log.eagains > 0 && g.log.drains > 0); /* back-pressure was exercised */
+    assert_int_equal(g.log.closed, 1);
+    assert_int_equal(g.log.reset, 0);
+}
+
+/* The relay waits for a slow client while the stream holds decoded bytes
+ * and its socket has nothing more: only the relay's own read after the
+ * client drains can move them (no EV_READ will come). */
+static void
+test_pending_after_client_drains(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.server.send_len = 300000;
+    g.server.shut_on_eof = 1;
+    g.server_first = 1;
+    g.client.delay_ms = 100;
+    g.client.expect = 300000;
+    rig_start(&g, NULL, 0, NULL, 0, 5, 0); /* a stall ends as "idle" */
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "done");
+    assert_int_equal(g.client.got, 300000);
+    assert_true(g.client.got_hash == g.server.sent_hash);
+}
+
+/* A fast client: the relay moves its 256 KiB budget in one wake-up and
+ * yields with decoded bytes still in the stream; it must come back for
+ * them by itself. */
+static void
+test_budget_yields_then_resumes(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.big_client = 1;
+    g.server.send_len = 300000;
+    g.server.shut_on_eof = 1;
+    g.server_first = 1;
+    g.client.expect = 300000;
+    rig_start(&g, NULL, 0, NULL, 0, 5, 0); /* a stall ends as "idle" */
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "done");
+    assert_int_equal(g.client.got, 300000);
+    assert_true(g.client.got_hash == g.server.sent_hash);
+}
+
+static void
+test_half_close_client_first(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    /* The client sends and ends; the server answers only after that EOF. */
+    g.client.send_len = 100000;
+    g.server.wait_eof = 1;
+    g.server.send_len = 200000;
+    rig_start(&g, NULL, 0, NULL, 0, 30, 0);
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "done");
+    assert_int_equal(g.server.got, 100000);
+    assert_int_equal(g.client.got, 200000);
+    assert_true(g.server.got_hash == g.client.sent_hash);
+    assert_true(g.client.got_hash == g.server.sent_hash);
+    assert_int_equal(g.client.err, 0);
+    assert_int_equal(g.server.err, 0);
+}
+
+static void
+test_half_close_stream_first(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.server.send_len = 300000;
+    g.client.wait_eof = 1;
+    g.client.send_len = 50000;
+    rig_start(&g, NULL, 0, NULL, 0, 30, 0);
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "done");
+    assert_int_equal(g.client.got, 300000);
+    assert_int_equal(g.server.got, 50000);
+    assert_true(g.server.got_hash == g.client.sent_hash);
+    assert_true(g.client.got_hash == g.server.sent_hash);
+    assert_int_equal(g.up, 50000);
+    assert_int_equal(g.down, 300000);
+}
+
+static void
+test_auth_failure_resets_both(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.client.hold = 1;
+    g.server.hold = 1;
+    g.server.send_len = 1 * MIB;
+    rig_start(&g, NULL, 0, NULL, 0, 30, 100000);
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "auth failed");
+    assert_int_equal(g.client.err, ECONNRESET);
+    assert_true(g.client.got <= 100000);
+    assert_int_equal(g.log.closed, 1);
+    assert_int_equal(g.log.reset, 1);
+}
+
+static void
+test_client_reset_resets_stream(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.client.rst = 1;
+    g.server.hold = 1;
+    rig_start(&g, NULL, 0, NULL, 0, 30, 0);
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "reset");
+    assert_int_equal(g.log.reset, 1);
+}
+
+static void
+test_idle_timeout(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.client.hold = g.server.hold = 1;
+    g.client.send_len = 1000; /* some traffic first, then silence */
+    rig_start(&g, NULL, 0, NULL, 0, 0.2, 0);
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "idle");
+    assert_int_equal(g.server.got, 1000);
+    assert_int_equal(g.client.eof, 1);
+    assert_int_equal(g.server.eof, 1);
+    assert_int_equal(g.log.closed, 1);
+    assert_int_equal(g.log.reset, 0);
+}
+
+static void
+on_stop_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct rig *g = w->data;
+    if (g->up < 4 * MIB || g->down < 4 * MIB)
+        return;
+    flow_relay_stop(&g->relay);
+    flow_relay_stop(&g->relay); /* a no-op now */
+    ev_timer_stop(loop, w);
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+test_stop_mid_flight(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.client.send_len = g.server.send_len = 256 * MIB;
+    rig_start(&g, NULL, 0, NULL, 0, 30, 0);
+    ev_timer tick;
+    ev_timer_init(&tick, on_stop_tick, 0.002, 0.002);
+    tick.data = &g;
+    ev_timer_start(g.loop, &tick);
+    rig_run(&g);
+    ev_timer_stop(g.loop, &tick);
+    /* Nothing of the relay is left to run: no callback ever comes. */
+    ev_run(g.loop, EVRUN_NOWAIT);
+    rig_join(&g);
+    assert_null(g.reason);
+    assert_int_equal(g.calls, 0);
+    assert_int_equal(g.log.closed, 1);
+    assert_int_equal(g.log.reset, 0);
+    assert_true(g.client.err != 0 || g.client.eof); /* both peers saw the end */
+    assert_true(g.server.err != 0 || g.server.eof);
+}
+
+static void
+test_pre_bytes_first(void **state)
+{
+    static const char up[] = "PRE-UP: early client bytes|";
+    static const char down[] = "PRE-DOWN: proxy reply|";
+    struct rig g;
+    rig_init(&g);
+    g.client.send_len = 100000;
+    g.server.send_len = 150000;
+    g.server.expect = sizeof(up) - 1 + 100000;
+    g.client.expect = sizeof(down) - 1 + 150000;
+    /* The sender's hash starts with the pre bytes the relay adds. */
+    g.client.sent_hash = fnv(FNV_INIT, (const uint8_t *)up, sizeof(up) - 1);
+    g.server.sent_hash = fnv(FNV_INIT, (const uint8_t *)down, sizeof(down) - 1);
+    rig_start(&g, up, sizeof(up) - 1, down, sizeof(down) - 1, 30, 0);
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "done");
+    assert_memory_equal(g.server.head, up, sizeof(up) - 1);
+    assert_memory_equal(g.client.head, down, sizeof(down) - 1);
+    assert_true(g.server.got_hash == g.client.sent_hash);
+    assert_true(g.client.got_hash == g.server.sent_hash);
+    assert_int_equal(g.up, sizeof(up) - 1 + 100000); /* early client bytes count */
+    assert_int_equal(g.down, 150000);                /* the reply does not */
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bulk_both_ways),
+        cmocka_unit_test(test_pending_after_client_drains),
+        cmocka_unit_test(test_budget_yields_then_resumes),
+        cmocka_unit_test(test_half_close_client_first),
+        cmocka_unit_test(test_half_close_stream_first),
+        cmocka_unit_test(test_auth_failure_resets_both),
+        cmocka_unit_test(test_client_reset_resets_stream),
+        cmocka_unit_test(test_idle_timeout),
+        cmocka_unit_test(test_stop_mid_flight),
+        cmocka_unit_test(test_pre_bytes_first),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
