@@ -40,14 +40,20 @@ static struct {
     unsigned n;
     struct mmsghdr msg[BATCH];
     struct iovec iov[BATCH];
-    struct sockaddr_storage to[BATCH];
+    struct sockaddr_in6 to[BATCH];
     uint8_t buf[BATCH][SLOT];
 } out;
 
+/* The asker's address rides with the query (it must fit DNS_CTX_MAX). */
 struct udp_ctx {
-    struct sockaddr_storage peer;
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in;
+        struct sockaddr_in6 in6;
+    } peer;
     socklen_t len;
 };
+_Static_assert(sizeof(struct udp_ctx) <= DNS_CTX_MAX, "the UDP context must fit DNS_CTX_MAX");
 
 static void
 udp_answer(const void *ctx, const uint8_t *msg, size_t len)
@@ -65,7 +71,7 @@ udp_answer(const void *ctx, const uint8_t *msg, size_t len)
         return;
     }
     if (s != NULL && s->udp_fd >= 0)
-        sendto(s->udp_fd, msg, len, 0, (const struct sockaddr *)&c->peer, c->len);
+        sendto(s->udp_fd, msg, len, 0, &c->peer.sa, c->len);
 }
 
 static void

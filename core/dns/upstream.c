@@ -300,8 +300,7 @@ on_udp(struct ev_loop *loop, ev_io *w, int revents)
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return;
-            x->answered = 1; /* ICMP unreachable and the like: no point waiting */
-            next_attempt(x);
+            next_attempt(x); /* ICMP unreachable: no point waiting, nor an answer */
             return;
         }
         if (same_addr(&from, server_of(x)) && matches(x, u->buf, (size_t)n)) {

@@ -383,9 +383,9 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         return CHUTE_ERR_INVALID;
     }
     const struct script_config *cfg = script_config(e->script);
-    if (!cfg->socks.enabled && !cfg->http.enabled && !cfg->tun.enabled) {
-        snprintf(err, errlen, "the bundle takes no traffic: give chute.config a listen = {...} "
-                              "or a tun = {...}");
+    if (!cfg->socks.enabled && !cfg->http.enabled && !cfg->tun.enabled && !cfg->dns.has_listen) {
+        snprintf(err, errlen, "the bundle takes no traffic: give chute.config a listen = {...}, "
+                              "a tun = {...} or a dns = { listen = ... }");
         return CHUTE_ERR_INVALID;
     }
     /* splice(2) to a closed socket raises SIGPIPE; EPIPE is handled. */

@@ -66,7 +66,8 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
                          flow_inbound_name(f->inbound), src, dst, sniffed ? " host=" : "",
                          sniffed ? sniffed : "",
                          f->policy_name ? f->policy_name : flow_policy_name(f->policy),
-                         f->via ? " via=" : "", f->via ? f->via : "",
+                         f->via && f->via != f->policy_name ? " via=" : "",
+                         f->via && f->via != f->policy_name ? f->via : "",
                          f->rule ? f->rule : "-", f->why[0] ? " " : "", f->why,
                          (unsigned long long)f->bytes_up,
                          (unsigned long long)f->bytes_down, now - f->started, reason);

@@ -65,8 +65,44 @@ set_free(struct outbound_set *s)
     free(s->groups);
     free(s->proxies);
     free(s->names);
+    free(s->use_at);
+    free(s->uses);
     free(s->view);
     free(s);
+}
+
+/* Counting sort of the (group, member) pairs by the member's id. */
+static int
+build_uses(struct outbound_set *s)
+{
+    size_t ids = FLOW_POLICY__BUILTIN + s->nproxies, total = 0;
+    s->use_at = calloc(ids + 1, sizeof(size_t));
+    for (size_t i = 0; i < s->ngroups; i++)
+        total += s->groups[i].cfg.nmembers;
+    s->uses = malloc((total ? total : 1) * sizeof(*s->uses));
+    if (s->use_at == NULL || s->uses == NULL)
+        return -1;
+    for (size_t i = 0; i < s->ngroups; i++) {
+        for (size_t j = 0; j < s->groups[i].cfg.nmembers; j++) {
+            int id = s->groups[i].m[j].policy;
+            if (id >= 0 && (size_t)id < ids && id != FLOW_POLICY_REJECT)
+                s->use_at[id + 1]++;
+        }
+    }
+    for (size_t id = 0; id < ids; id++)
+        s->use_at[id + 1] += s->use_at[id];
+    size_t *fill = calloc(ids, sizeof(size_t));
+    if (fill == NULL)
+        return -1;
+    for (size_t i = 0; i < s->ngroups; i++) {
+        for (size_t j = 0; j < s->groups[i].cfg.nmembers; j++) {
+            int id = s->groups[i].m[j].policy;
+            if (id >= 0 && (size_t)id < ids && id != FLOW_POLICY_REJECT)
+                s->uses[s->use_at[id] + fill[id]++] = (struct member_use){(uint32_t)i, (uint32_t)j};
+        }
+    }
+    free(fill);
+    return 0;
 }
 
 static int
@@ -136,7 +172,7 @@ outbound_set_new(struct outbound_proxy *proxies, size_t nproxies,
             g->m[j].latency = -1;
         }
     }
-    if (build_names(s) != 0) {
+    if (build_names(s) != 0 || build_uses(s) != 0) {
         set_free(s);
         return NULL;
     }
@@ -239,6 +275,20 @@ outbound_set_stop(struct outbound_set *s)
     outbound_set_health_stop(s);
     s->running = 0;
     s->env = NULL;
+}
+
+int
+outbound_set_needs_tls(const struct outbound_set *s)
+{
+    if (s == NULL)
+        return 0;
+    s = REAL(s);
+    for (size_t i = 0; i < s->nproxies; i++) {
+        const struct outbound_proxy *p = &s->proxies[i];
+        if (p->type == OUTBOUND_TROJAN || (p->type == OUTBOUND_HTTP && p->tls))
+            return 1;
+    }
+    return 0;
 }
 
 int
@@ -453,30 +503,26 @@ outbound_set_select(struct outbound_set *s, const char *group, const char *membe
 void
 outbound_set_report(struct outbound_set *s, int policy, int failed)
 {
-    if (s->owner != NULL || policy == FLOW_POLICY_REJECT || policy < 0 ||
-        group_of(s, policy) != NULL)
+    if (s->owner != NULL || policy < 0 || (size_t)policy >= FLOW_POLICY__BUILTIN + s->nproxies)
         return;
-    for (size_t i = 0; i < s->ngroups; i++) {
+    for (size_t u = s->use_at[policy]; u < s->use_at[policy + 1]; u++) {
+        size_t i = s->uses[u].g, j = s->uses[u].m;
         struct group *g = &s->groups[i];
-        for (size_t j = 0; j < g->cfg.nmembers; j++) {
-            struct member *m = &g->m[j];
-            if (m->policy != policy)
-                continue;
-            if (failed) {
-                m->health = HEALTH_DOWN;
-                snprintf(m->error, sizeof(m->error), "connection failed");
-                if (g->hg != NULL)
-                    outbound_set_health_recheck(s, i, j);
-                else if (s->env != NULL)
-                    m->retry_at = now(s) + RETRY_UNCHECKED;
-            } else {
-                m->health = HEALTH_UP;
-                m->retry_at = 0;
-                m->error[0] = '\0';
-            }
-            if (g->cfg.type == OUTBOUND_GROUP_URL_TEST)
-                urltest_eval(s, g);
+        struct member *m = &g->m[j];
+        if (failed) {
+            m->health = HEALTH_DOWN;
+            snprintf(m->error, sizeof(m->error), "connection failed");
+            if (g->hg != NULL)
+                outbound_set_health_recheck(s, i, j);
+            else if (s->env != NULL)
+                m->retry_at = now(s) + RETRY_UNCHECKED;
+        } else {
+            m->health = HEALTH_UP;
+            m->retry_at = 0;
+            m->error[0] = '\0';
         }
+        if (g->cfg.type == OUTBOUND_GROUP_URL_TEST)
+            urltest_eval(s, g);
     }
 }
 

@@ -41,6 +41,10 @@ struct outbound_set {
     size_t ngroups;
     int *names;               /* open addressing: ids, -1 empty */
     size_t names_mask;
+    /* Where each DIRECT/proxy id is a member, for report() once per flow:
+     * uses[use_at[id] .. use_at[id + 1]) (id 1, REJECT, has none). */
+    size_t *use_at;
+    struct member_use { uint32_t g, m; } *uses;
     const struct outbound_env *env; /* set by outbound_set_start */
     int running;
     struct outbound_set_stats st;

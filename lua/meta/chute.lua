@@ -34,7 +34,23 @@ local chute = {}
 ---@field interface? string      upstream sockets bind to this device (SO_BINDTODEVICE)
 ---@field fwmark? integer        upstream sockets carry this mark (default 0x2022 with auto_route)
 
+---@class chute.config.dns
+---@field mode? "fake-ip"|"real-ip"  fake-ip (default): A/AAAA answered from a reserved pool, the name kept for the flow; real-ip: forwarded and cached, IP -> name remembered
+---@field fake_ip_range? string   default "198.18.0.0/15"
+---@field fake_ip_range6? string  an IPv6 pool ("fc00::/18"); none by default (AAAA gets no fake answer)
+---@field fake_ip_ttl? integer    seconds on fake answers (default 1)
+---@field fake_ip_size? integer   live mappings at most; the least recently used are recycled (default: the range's size)
+---@field state_file? string      where mappings persist across restarts (relative to the bundle; default: per bundle under ~/.local/state/chute or /var/lib/chute)
+---@field persist? boolean        false: keep no state file
+---@field upstream? string|string[]  resolvers, "IP" or "IP:PORT" (default: /etc/resolv.conf's)
+---@field exclude? string[]       names answered for real in fake-ip mode: "name", "+.name" / "*.name" (and subdomains); replaces the default list (local names, NTP, captive-portal probes)
+---@field listen? string          also serve DNS on this "IP:PORT" (UDP and TCP)
+---@field timeout? number         seconds per upstream attempt (default 2)
+---@field cache? integer          cached answers (default 4096, 0 off)
+---@field hijack? boolean         answer every query to port 53 that enters the TUN (default true)
+
 ---@class chute.config
+---@field dns? chute.config.dns  the built-in DNS server and the resolver's upstreams
 ---@field log_level? "error"|"warn"|"info"|"debug"  default "info"; `chute run --log-level` wins
 ---@field fallback? chute.policy  policy when route() fails, overruns or names no known policy (default "DIRECT")
 ---@field listen? chute.config.listen
@@ -69,6 +85,56 @@ function chute.config(t) end
 --- The flow is valid only during the call: copy fields you want to keep.
 ---@type fun(flow: chute.flow): chute.policy?
 chute.route = nil
+
+---@class chute.dns_query
+---@field name string   lower case, no final dot
+---@field type string   "A", "AAAA", "HTTPS", "TYPE99"...
+
+--- Optional. Called once per name asked of the DNS server (the answer is
+--- cached until a reload). Return nil to answer as usual, false or
+--- "nxdomain" to block, "real" for a real answer in fake-ip mode, or an
+--- address / a list of addresses to answer with.
+---@type fun(q: chute.dns_query): (false|string|string[])?
+chute.on_dns = nil
+
+---@class chute.proxy
+---@field type "socks5"|"http"|"https"|"shadowsocks"|"trojan"
+---@field server string          a name or an IP address
+---@field port integer
+---@field username? string       socks5, http(s)
+---@field password? string       socks5, http(s), shadowsocks, trojan
+---@field cipher? "aes-128-gcm"|"aes-256-gcm"|"chacha20-ietf-poly1305"  shadowsocks
+---@field udp? boolean           UDP flows may use it (shadowsocks: default true)
+---@field tls? boolean           http: speak TLS to the proxy (same as type "https")
+---@field sni? string            trojan, https: the name sent and checked (default: server)
+---@field skip_cert_verify? boolean  trojan, https: accept any certificate (warned at load)
+
+--- Declares a proxy; route() and groups use it by name. Fields are checked
+--- at load, with file:line.
+---@param name string
+---@return fun(t: chute.proxy)
+function chute.proxy(name) end
+
+---@class chute.group
+---@field type "select"|"fallback"|"url-test"|"load-balance"
+---@field proxies string[]       members: proxies declared above, "DIRECT", "REJECT"
+---@field url? string            health check: "http://host[:port]/path" fetched through each member
+---@field interval? number       seconds between checks (default 300 with a url)
+---@field timeout? number        seconds per check (default 5)
+---@field tolerance? number      url-test: ms a member must beat the current one by (default 50)
+---@field selected? string       select: the member at start (default the first)
+
+--- Declares a policy group: select (chosen by chute.select), fallback (the
+--- first healthy member), url-test (the fastest, with a tolerance) or
+--- load-balance (destinations spread by consistent hashing).
+---@param name string
+---@return fun(t: chute.group)
+function chute.group(name) end
+
+--- Chooses the member of a select group (at load: its starting choice).
+---@param group string
+---@param member string
+function chute.select(group, member) end
 
 ---@class chute.ruleset
 local ruleset = {}

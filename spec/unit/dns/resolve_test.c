@@ -20,6 +20,7 @@
 #include "dns/dns.h"
 #include "dns/msg.h"
 #include "dns/revmap.h"
+#include "dns/upstream.h"
 
 /* A scripted upstream on 127.0.0.1 (UDP and TCP on one port), served by
  * the test's own loop. */
@@ -856,6 +857,106 @@ test_revmap_lru(void **state)
     dns_revmap_free(m);
 }
 
+static struct dns_resolver *freed_in_cb;
+
+static void
+on_resolved_free(void *arg, const char *err, const struct sockaddr_storage *addrs, size_t n)
+{
+    on_resolved(arg, err, addrs, n);
+    dns_resolver_free(freed_in_cb);
+}
+
+static void
+test_free_inside_callback(void **state)
+{
+    struct fake f;
+    fake_start(&f, loop, ZONE_ADDR);
+    struct dns_resolver *r = resolver_for(&f);
+    struct result a = {0}, b = {0};
+    struct fwd fw = {0};
+    uint8_t q[512];
+    int n = dns_build_query(q, sizeof(q), 1, "inside.test", DNS_TYPE_A, 0);
+    freed_in_cb = r;
+    /* All wait on the same A lookup (the resolves on one AAAA lookup too);
+     * the first resolve called back frees, while the lookup delivers. */
+    dns_resolve(r, "inside.test", on_resolved_free, &a);
+    dns_resolve(r, "inside.test", on_resolved_free, &b);
+    dns_forward(r, q, (size_t)n, on_forwarded, &fw);
+    run_until(loop, NULL, 0.3);
+    assert_int_equal(fw.calls, 1);
+    assert_int_equal(a.calls + b.calls, 1);
+    fake_stop(&f);
+}
+
+static void
+test_unreachable_upstream(void **state)
+{
+    struct fake f;
+    fake_start(&f, loop, ZONE_ADDR);
+    fake_stop(&f); /* its port now refuses */
+    struct dns_resolver_opts o;
+    struct fake *fs[1] = {&f};
+    opts_for(&o, fs, 1);
+    o.timeout = 5;
+    char err[128];
+    struct dns_resolver *r = dns_resolver_new(loop, &o, err, sizeof(err));
+    struct result res;
+    resolve(r, "refused.test", &res); /* well before 5 s */
+    assert_ptr_equal(res.err, dns_err_timeout);
+    dns_resolver_free(r);
+}
+
+static void
+test_reload_keeps_cache(void **state)
+{
+    struct fake f, g;
+    fake_start(&f, loop, ZONE_ADDR);
+    fake_start(&g, loop, ZONE_ADDR);
+    struct dns_resolver_opts o;
+    struct fake *fs[1] = {&f};
+    opts_for(&o, fs, 1);
+    char err[128];
+    struct dns_resolver *r = dns_resolver_new(loop, &o, err, sizeof(err));
+    struct result res;
+    resolve(r, "keep.test", &res);
+    o.timeout = 1; /* same servers: the cache stays */
+    assert_int_equal(dns_resolver_configure(r, &o, err, sizeof(err)), 0);
+    resolve(r, "keep.test", &res);
+    assert_int_equal(f.nudp, 2);
+    fs[0] = &g; /* other servers: it goes */
+    opts_for(&o, fs, 1);
+    assert_int_equal(dns_resolver_configure(r, &o, err, sizeof(err)), 0);
+    resolve(r, "keep.test", &res);
+    assert_int_equal(res.n, 3);
+    assert_int_equal(f.nudp, 2);
+    assert_int_equal(g.nudp, 2);
+    dns_resolver_free(r);
+    fake_stop(&f);
+    fake_stop(&g);
+}
+
+static void
+test_resolvconf(void **state)
+{
+    char path[] = "/tmp/chute-resolv-XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "# x\nsearch example\nnameserver 192.0.2.53\nnameserver   2001:db8::53\n"
+                       "nameserver bogus\noptions ndots:2\nnameserver 192.0.2.54\n";
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    struct sockaddr_storage ss[2];
+    assert_int_equal(dns_resolvconf_read(path, ss, 2), 2);
+    const struct sockaddr_in *s4 = (const void *)&ss[0];
+    const struct sockaddr_in6 *s6 = (const void *)&ss[1];
+    assert_int_equal(s4->sin_family, AF_INET);
+    assert_int_equal(ntohs(s4->sin_port), 53);
+    assert_int_equal(ntohl(s4->sin_addr.s_addr), 0xC0000235);
+    assert_int_equal(s6->sin6_family, AF_INET6);
+    assert_int_equal(ntohs(s6->sin6_port), 53);
+    assert_int_equal(dns_resolvconf_read("/nonexistent/resolv.conf", ss, 2), 0);
+    unlink(path);
+}
+
 /* A real server: dnsmasq on an ephemeral port, if installed. */
 static void
 test_dnsmasq(void **state)
@@ -928,6 +1029,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_forward, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_aaaa_grace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_resolver_lets_loop_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_free_inside_callback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreachable_upstream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_keeps_cache, setup, teardown),
+        cmocka_unit_test(test_resolvconf),
         cmocka_unit_test(test_revmap_lru),
         cmocka_unit_test_setup_teardown(test_dnsmasq, setup, teardown),
     };

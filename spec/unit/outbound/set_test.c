@@ -95,6 +95,14 @@ test_lookup_name_proxy(void **state)
     struct flow_addr a = host("example.com", 443);
     assert_int_equal(outbound_set_pick(s, HK, &a), HK);
     assert_int_equal(outbound_set_pick(s, FLOW_POLICY_REJECT, &a), FLOW_POLICY_REJECT);
+    assert_int_equal(outbound_set_needs_tls(s), 0);
+    assert_int_equal(outbound_set_needs_tls(NULL), 0);
+    s->proxies[1].type = OUTBOUND_HTTP;
+    assert_int_equal(outbound_set_needs_tls(s), 0);
+    s->proxies[1].tls = 1; /* an https proxy */
+    assert_int_equal(outbound_set_needs_tls(s), 1);
+    s->proxies[1].type = OUTBOUND_TROJAN;
+    assert_int_equal(outbound_set_needs_tls(s), 1);
     outbound_set_unref(s);
 
     /* Hundreds of proxies: each found by its name. */
@@ -606,7 +614,7 @@ test_health_end_to_end(void **state)
     assert_int_equal(member0(s, 3)->health, HEALTH_UP);
     outbound_set_report(s, FLOW_POLICY_DIRECT, 1);
     assert_string_equal(member0(s, 2)->error, "connection failed");
-    run_for(fx->loop, 1.4);
+    run_for(fx->loop, 1.6);
     assert_int_equal(member0(s, 2)->health, HEALTH_DOWN);
     assert_string_equal(member0(s, 2)->error, "timeout");
 
@@ -700,10 +708,21 @@ test_unchecked_retry_and_depth(void **state)
     assert_int_equal(s->groups[2].m[0].health, HEALTH_UNKNOWN);
     outbound_set_unref(s);
 
-    struct outbound_group_cfg *g = calloc(1, sizeof(*g));
-    group(g, "loop", OUTBOUND_GROUP_SELECT, 1, (int[]){FLOW_POLICY__BUILTIN}); /* itself */
-    s = outbound_set_new(NULL, 0, g, 1);
+    struct outbound_group_cfg *g = calloc(2, sizeof(*g));
+    group(&g[0], "loop", OUTBOUND_GROUP_SELECT, 1, (int[]){FLOW_POLICY__BUILTIN}); /* itself */
+    group(&g[1], "rj", OUTBOUND_GROUP_FALLBACK, 2, (int[]){FLOW_POLICY_REJECT, FLOW_POLICY_DIRECT});
+    s = outbound_set_new(NULL, 0, g, 2);
     assert_int_equal(outbound_set_pick(s, FLOW_POLICY__BUILTIN, &a), FLOW_POLICY_REJECT);
+    outbound_set_report(s, FLOW_POLICY_REJECT, 1); /* REJECT is never down */
+    outbound_set_report(s, FLOW_POLICY__BUILTIN, 1);
+    outbound_set_report(s, 99, 1);
+    outbound_set_report(s, -1, 1);
+    assert_int_equal(outbound_set_pick(s, FLOW_POLICY__BUILTIN + 1, &a), FLOW_POLICY_REJECT);
+    outbound_set_report(s, FLOW_POLICY_DIRECT, 1);
+    outbound_set_report(s, FLOW_POLICY_DIRECT, 0);
+    char buf[128];
+    outbound_set_describe(s, buf, sizeof(buf));
+    assert_string_equal(buf, "loop=select:loop loop=?\nrj=fallback:REJECT REJECT=? DIRECT=up");
     struct flow_addr v6;
     assert_int_equal(flow_addr_from_ip(&v6, "2001:db8::1", 11, 443), 0);
     assert_int_equal(outbound_set_pick(s, FLOW_POLICY_DIRECT, &v6), FLOW_POLICY_DIRECT);
