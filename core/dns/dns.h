@@ -55,33 +55,42 @@ void dns_resolver_opts_default(struct dns_resolver_opts *o);
 /* NULL when out of memory or no socket can be made (|err| says why). */
 struct dns_resolver *dns_resolver_new(struct ev_loop *loop, const struct dns_resolver_opts *o,
                                       char *err, size_t errlen);
-/* Frees the resolver; pending callbacks are never called. */
+/* Frees the resolver; pending callbacks are never called. May be called
+ * from inside one of its callbacks. */
 void dns_resolver_free(struct dns_resolver *r);
 /* New upstreams/options (a reload); queries in flight finish on the old
  * ones. The cache is kept unless the upstreams changed. */
 int dns_resolver_configure(struct dns_resolver *r, const struct dns_resolver_opts *o, char *err,
                            size_t errlen);
 
-/* |err| is 0, or a static message ("name not found", "timeout", ...).
+/* |err| is 0, or one of dns_err_* (compare by address).
  * |addrs| holds up to DNS_MAX_ADDRS addresses (port 0), IPv6 and IPv4
  * interleaved as RFC 8305 asks, valid only during the call. Called on the
  * loop thread, never from inside dns_resolve(). */
 typedef void (*dns_resolve_cb)(void *arg, const char *err, const struct sockaddr_storage *addrs,
                                size_t n);
 
-/* Starts resolving |name| (A and AAAA; an IP literal resolves to itself);
- * the callback fires once unless the query is cancelled first. Returns
- * NULL only when out of memory. */
+/* Starts resolving |name| (A and AAAA; an IP literal resolves to itself):
+ * the hosts file, then the cache, then the upstreams. Concurrent lookups
+ * of one name share their upstream queries. With the addresses of one
+ * family in, the other gets 50 ms more (RFC 8305 Resolution Delay). The
+ * callback fires once unless the query is cancelled first; after it, the
+ * query is gone. Returns NULL only when out of memory. */
 struct dns_query *dns_resolve(struct dns_resolver *r, const char *name, dns_resolve_cb cb,
                               void *arg);
 
-/* |resp| is the upstream's response (or the cache's) with the ID of the
- * query that was forwarded, or NULL with |err| set ("timeout",
- * "servfail"...). Valid only during the call. */
+/* |resp| is the upstream's response (or the cache's) with the ID and the
+ * question (letter case included) of the query that was forwarded, or NULL
+ * with |err| set (dns_err_timeout, dns_err_servfail: every upstream said
+ * SERVFAIL/REFUSED or could not be reached). Valid only during the call;
+ * never called from inside dns_forward(). */
 typedef void (*dns_forward_cb)(void *arg, const uint8_t *resp, size_t len, const char *err);
 
 /* Relays the query message |q| (any type) through the cache and the
- * upstreams. Returns NULL only when out of memory or |q| does not parse. */
+ * upstreams. A plain IN query is asked anew (EDNS0, 1232 bytes) and shares
+ * lookups and the cache with dns_resolve(); anything else (other class or
+ * opcode, several questions) is sent as is and not cached. Returns NULL
+ * only when out of memory or |q| does not parse. */
 struct dns_query *dns_forward(struct dns_resolver *r, const uint8_t *q, size_t len,
                               dns_forward_cb cb, void *arg);
 

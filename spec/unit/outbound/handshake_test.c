@@ -609,6 +609,38 @@ test_plain_buffers_and_drains(void **state)
     close(sv[1]);
 }
 
+static void
+test_plain_queue_and_background_error(void **state)
+{
+    static uint8_t fill[1 << 16];
+    int sv[2], drained = 0;
+    char c;
+
+    pair(sv);
+    while (send(sv[0], fill, sizeof(fill), MSG_NOSIGNAL) > 0)
+        ; /* the socket is full before the stream sees it */
+    struct outbound_stream *s = outbound_plain_new(loop, sv[0]);
+    s->on_drain = mark_drain;
+    s->drain_arg = &drained;
+    struct iovec iov[3] = {{"ab", 2}, {"", 0}, {"cdef", 4}};
+    assert_int_equal(outbound_stream_writev(s, iov, 3), 6); /* all buffered */
+    assert_int_equal(outbound_stream_write(s, "gh", 2), 2); /* queued behind */
+    assert_int_equal(outbound_stream_writev(s, iov, 0), 0);
+    assert_int_equal(s->ops->shutdown(s), 0); /* waits for the buffer */
+
+    /* The peer goes away: the background send fails, the owner is told,
+     * and the error comes back from the next read and write. */
+    close(sv[1]);
+    run_until(&drained, 1.0);
+    assert_int_equal(drained, 1);
+    errno = 0;
+    assert_int_equal(outbound_stream_read(s, &c, 1), -1);
+    assert_true(errno == EPIPE || errno == ECONNRESET);
+    assert_int_equal(outbound_stream_write(s, "x", 1), -1);
+    assert_int_equal(outbound_plain_release(s), sv[0]); /* nothing left buffered */
+    close(sv[0]);
+}
+
 /* A loopback listener and a connected pair through it. */
 static int
 listener(uint16_t *port)
@@ -738,6 +770,231 @@ test_trojan_header_alone_after_delay(void **state)
     assert_int_equal(t->ops->shutdown(t), 0);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), sizeof(want) - 1);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), 0);
+    outbound_stream_close(t, 0);
+    close(sv[1]);
+}
+
+/* ---- a stingy stream: back-pressure on every write ---- */
+
+/* Takes at most 3 bytes per writev, then says EAGAIN until its on_drain
+ * (from a zero timer) has run; |fail| makes the next writev fail with EPIPE.
+ * Exercises the paths a TLS stream with a full buffer would take. */
+struct drip {
+    struct outbound_stream s;
+    ev_timer kick;
+    int blocked, fail, writes;
+};
+
+static void
+on_drip_kick(struct ev_loop *l, ev_timer *w, int revents)
+{
+    struct drip *d = w->data;
+
+    d->blocked = 0;
+    if (d->s.on_drain != NULL)
+        d->s.on_drain(d->s.drain_arg);
+}
+
+static ssize_t
+drip_read(struct outbound_stream *s, void *buf, size_t len)
+{
+    return recv(s->fd, buf, len, 0);
+}
+
+static ssize_t
+drip_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+{
+    struct drip *d = (struct drip *)s;
+    uint8_t buf[3];
+    size_t n = 0;
+
+    if (d->fail) {
+        errno = EPIPE;
+        return -1;
+    }
+    if (d->blocked) {
+        errno = EAGAIN;
+        return -1;
+    }
+    for (int i = 0; i < iovcnt && n < sizeof(buf); i++) {
+        size_t k = iov[i].iov_len < sizeof(buf) - n ? iov[i].iov_len : sizeof(buf) - n;
+        memcpy(buf + n, iov[i].iov_base, k);
+        n += k;
+    }
+    if (n == 0)
+        return 0;
+    assert_int_equal(send(s->fd, buf, n, MSG_NOSIGNAL), (ssize_t)n);
+    d->writes++;
+    d->blocked = 1;
+    ev_timer_set(&d->kick, 0, 0);
+    ev_timer_start(loop, &d->kick);
+    return (ssize_t)n;
+}
+
+static int
+drip_shutdown(struct outbound_stream *s)
+{
+    return shutdown(s->fd, SHUT_WR);
+}
+
+static size_t
+drip_pending(const struct outbound_stream *s)
+{
+    return 0;
+}
+
+static void
+drip_close(struct outbound_stream *s, int reset)
+{
+    struct drip *d = (struct drip *)s;
+
+    ev_timer_stop(loop, &d->kick);
+    close(s->fd);
+    free(d);
+}
+
+static const struct outbound_stream_ops drip_ops = {
+    "drip", drip_read, drip_writev, drip_shutdown, drip_pending, drip_close,
+};
+
+static struct drip *
+drip_new(int fd)
+{
+    struct drip *d = calloc(1, sizeof(*d));
+
+    d->s = (struct outbound_stream){.ops = &drip_ops, .fd = fd, .loop = loop};
+    ev_timer_init(&d->kick, on_drip_kick, 0, 0);
+    d->kick.data = d;
+    return d;
+}
+
+static void
+test_handshake_over_stingy_stream(void **state)
+{
+    struct outbound_proxy p = proxy("user", "pass");
+    struct flow_addr dst = host("example.com", 443);
+    const struct step steps[] = {
+        STEP(GREET_AUTH, "\x05\x02"),
+        STEP("\x01\x04user\x04pass", "\x01\x00"),
+        STEP(REQ_NAME, REP_OK4 "EARLY"),
+    };
+    struct result r = {0};
+    struct fake f;
+    int sv[2];
+
+    pair(sv);
+    fake_start(&f, sv[1], steps, N(steps), 0);
+    struct drip *d = drip_new(sv[0]);
+    assert_non_null(outbound_socks5_connect(&d->s, &p, &dst, on_result, &r));
+    run_until(&r.done, 2.0);
+    assert_int_equal(r.err, 0);
+    assert_int_equal(r.extra_len, 5);
+    assert_int_equal(f.mismatch, 0);
+    assert_true(d->writes > 10); /* it really went 3 bytes at a time */
+    outbound_stream_close(&d->s, 0);
+    fake_close(&f);
+
+    /* A send that fails in the background ends the handshake. */
+    memset(&r, 0, sizeof(r));
+    const struct step quiet[] = {STEP_QUIET("\x05")};
+    pair(sv);
+    fake_start(&f, sv[1], quiet, N(quiet), 0);
+    d = drip_new(sv[0]);
+    outbound_http_connect(&d->s, &p, &dst, on_result, &r);
+    d->fail = 1;
+    run_until(&r.done, 2.0);
+    assert_int_equal(r.err, EPIPE);
+    assert_string_equal(r.why, "http: connection to the proxy failed");
+    outbound_stream_close(&d->s, 0);
+    fake_close(&f);
+}
+
+struct writer {
+    struct outbound_stream *s;
+    const char *p;
+    size_t left;
+};
+
+static void
+on_writer_drain(void *arg)
+{
+    struct writer *w = arg;
+
+    while (w->left > 0) {
+        ssize_t n = outbound_stream_write(w->s, w->p, w->left);
+        if (n < 0) {
+            assert_int_equal(errno, EAGAIN);
+            return;
+        }
+        w->p += n;
+        w->left -= (size_t)n;
+    }
+}
+
+static size_t
+drain_peer(int fd, uint8_t *buf, size_t cap, size_t want)
+{
+    size_t got = 0;
+
+    for (int i = 0; i < 200 && got < want; i++) {
+        run_for(0.002);
+        ssize_t n = recv(fd, buf + got, cap - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    return got;
+}
+
+static void
+test_trojan_over_stingy_stream(void **state)
+{
+    struct outbound_proxy p = proxy("", "");
+    struct flow_addr dst = host("example.com", 443);
+    const char want[] = TROJAN_HDR "payload";
+    uint8_t buf[512];
+    int sv[2];
+
+    outbound_trojan_setup(&p, "abc");
+    pair(sv);
+    struct drip *d = drip_new(sv[0]);
+    struct outbound_stream *t = outbound_trojan_stream(&d->s, &p, &dst);
+    struct writer w = {t, "payload", 7};
+    t->on_drain = on_writer_drain;
+    t->drain_arg = &w;
+    on_writer_drain(&w); /* header bytes first, then EAGAIN */
+    assert_int_equal(w.left, 7);
+    assert_int_equal(drain_peer(sv[1], buf, sizeof(buf), sizeof(want) - 1), sizeof(want) - 1);
+    assert_memory_equal(buf, want, sizeof(want) - 1);
+    assert_int_equal(w.left, 0);
+    outbound_stream_close(t, 0);
+    close(sv[1]);
+
+    /* Header-only after the delay, pushed through every drain. */
+    pair(sv);
+    d = drip_new(sv[0]);
+    t = outbound_trojan_stream(&d->s, &p, &dst);
+    assert_int_equal(drain_peer(sv[1], buf, sizeof(buf), sizeof(TROJAN_HDR) - 1),
+                     sizeof(TROJAN_HDR) - 1);
+    assert_memory_equal(buf, TROJAN_HDR, sizeof(TROJAN_HDR) - 1);
+    outbound_stream_close(t, 0);
+    close(sv[1]);
+
+    /* The header-only send fails: the error comes back on the next call. */
+    int drained = 0;
+    pair(sv);
+    d = drip_new(sv[0]);
+    d->fail = 1;
+    ev_now_update(loop);
+    t = outbound_trojan_stream(&d->s, &p, &dst);
+    t->on_drain = mark_drain;
+    t->drain_arg = &drained;
+    run_for(0.03);
+    assert_int_equal(drained, 1);
+    errno = 0;
+    assert_int_equal(outbound_stream_write(t, "x", 1), -1);
+    assert_int_equal(errno, EPIPE);
+    assert_int_equal(outbound_stream_read(t, buf, 1), -1);
+    assert_int_equal(errno, EPIPE);
     outbound_stream_close(t, 0);
     close(sv[1]);
 }
@@ -1060,9 +1317,12 @@ main(void)
         cmocka_unit_test(test_failure_at_start_is_deferred),
         cmocka_unit_test(test_cancel_while_waiting),
         cmocka_unit_test(test_plain_buffers_and_drains),
+        cmocka_unit_test(test_plain_queue_and_background_error),
         cmocka_unit_test(test_plain_close_reset),
         cmocka_unit_test(test_trojan_header_with_first_write),
         cmocka_unit_test(test_trojan_header_alone_after_delay),
+        cmocka_unit_test(test_handshake_over_stingy_stream),
+        cmocka_unit_test(test_trojan_over_stingy_stream),
         cmocka_unit_test(test_interop_microsocks),
         cmocka_unit_test(test_interop_tinyproxy),
     };

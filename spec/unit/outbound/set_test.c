@@ -87,8 +87,8 @@ test_lookup_name_proxy(void **state)
     assert_string_equal(outbound_set_name(s, FLOW_POLICY_REJECT), "REJECT");
     assert_string_equal(outbound_set_name(s, JP), "jp");
     assert_string_equal(outbound_set_name(s, AUTO), "auto");
-    assert_null(outbound_set_name(s, LB + 1));
-    assert_null(outbound_set_name(s, -1));
+    assert_string_equal(outbound_set_name(s, LB + 1), "?");
+    assert_string_equal(outbound_set_name(s, -1), "?");
     assert_string_equal(outbound_set_proxy(s, US)->name, "us");
     assert_null(outbound_set_proxy(s, FLOW_POLICY_DIRECT));
     assert_null(outbound_set_proxy(s, SEL));

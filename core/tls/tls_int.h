@@ -1,0 +1,49 @@
+#ifndef CHUTE_TLS_TLS_INT_H
+#define CHUTE_TLS_TLS_INT_H
+
+/* Inside core/tls only: the context behind struct tls_ctx, the trust store
+ * loader (trust.c) and the client session cache (session.c). The only
+ * folder that includes bearssl.h. */
+
+#include <bearssl.h>
+#include <stddef.h>
+
+#include "tls/tls.h"
+
+struct tls_session_cache;
+
+struct tls_ctx {
+    br_x509_trust_anchor *anchors; /* deep copies, read-only once loaded */
+    size_t nanchors;
+    struct tls_session_cache *sessions;
+    struct tls_stats stats;
+};
+
+/* Loads every CERTIFICATE of the PEM file |path| as a trust anchor (CA
+ * anchors for CA certificates, direct-trust anchors for the others).
+ * 0, or -1 with |err| naming the file and the reason. */
+int tls_trust_load(const char *path, br_x509_trust_anchor **out, size_t *n, char *err,
+                   size_t errlen);
+void tls_trust_free(br_x509_trust_anchor *tas, size_t n);
+
+/* Session cache key: host, port, SNI and whether the certificate was
+ * checked (a session from an unchecked handshake never resumes a checked
+ * one). The key is binary (NUL separators); its length is returned, 0 if it
+ * does not fit |cap|. */
+#define TLS_SESSION_KEY_MAX 600
+size_t tls_session_key(char *key, size_t cap, const char *host, unsigned short port,
+                       const char *sni, int skip_verify);
+
+/* An LRU of |cap| entries; parameters are wiped when dropped. */
+struct tls_session_cache *tls_session_cache_new(size_t cap);
+void tls_session_cache_free(struct tls_session_cache *c);
+/* 1 and |*out| filled when |key| has a session (it becomes the most recent). */
+int tls_session_get(struct tls_session_cache *c, const char *key, size_t klen,
+                    br_ssl_session_parameters *out);
+/* Stores or replaces |key|'s session, evicting the least recent. */
+void tls_session_put(struct tls_session_cache *c, const char *key, size_t klen,
+                     const br_ssl_session_parameters *p);
+void tls_session_forget(struct tls_session_cache *c, const char *key, size_t klen);
+size_t tls_session_count(const struct tls_session_cache *c);
+
+#endif

@@ -1,0 +1,117 @@
+# shellcheck shell=bash
+# Helpers for the loopback DNS tests (spec/e2e/dns/NN-name.sh without root).
+# Not a test itself: the name does not end in .sh, so ctest leaves it alone.
+# Source it after lib.sh, then:
+#
+#   dns_init                     e2e_init + DNS_PORT (chute's dns.listen) and
+#                                UP_PORT (dnsmasq), both free on UDP and TCP
+#   upstream_start [ARGS...]     dnsmasq on 127.0.0.1:$UP_PORT answering
+#                                test.example (and below) with 10.1.2.3, every
+#                                query logged to $UP_LOG; ARGS are added
+#   dns_bundle FIELDS < LUA      main.lua: lib.sh's header with
+#                                dns = { listen, upstream, state_file, FIELDS }
+#   dns_chute_start              chute_start + chute's DNS port accepts TCP
+#   dq NAME [TYPE] [DIG_ARGS...] dig at chute: +short answers (sorted)
+#   dfull NAME [TYPE] [DIG...]   dig at chute: the whole answer, with comments
+#   dstats [PREFIX]              SIGUSR1; the new "stats" line's key=value
+#                                pairs become PREFIX_key (default S_key)
+#   up_queries NAME [TYPE]       how many queries for NAME (of TYPE) dnsmasq got
+#
+# Everything runs on 127.0.0.1 as whoever runs the test; the processes are
+# registered in E2E_EXTRA_PIDS, so lib.sh's cleanup stops them (and only them).
+
+dns_init() {
+    need_cmd dig dnsmasq
+    e2e_init
+    local ports
+    ports=$(python3 - <<'PY'
+import socket
+held, out = [], []
+while len(out) < 2:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind(("127.0.0.1", 0))
+    port = u.getsockname()[1]
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        t.bind(("127.0.0.1", port))
+    except OSError:
+        u.close()
+        continue
+    held += [u, t]  # held until both are picked: no duplicates
+    out.append(port)
+print(*out)
+PY
+    )
+    read -r DNS_PORT UP_PORT <<<"$ports"
+    UP_LOG=$E2E_TMP/dnsmasq.log
+    STATE=$E2E_TMP/fakeip.state
+}
+
+upstream_start() {
+    : >"$UP_LOG"
+    dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
+        --user="$(id -un)" --group="$(id -gn)" \
+        --listen-address=127.0.0.1 --bind-interfaces --port="$UP_PORT" \
+        --pid-file="$E2E_TMP/dnsmasq.pid" --log-queries --log-facility="$UP_LOG" \
+        --address=/test.example/10.1.2.3 "$@" 2>>"$UP_LOG" &
+    E2E_EXTRA_PIDS+=("$!")
+    local i
+    for i in $(seq 100); do
+        dig @127.0.0.1 -p "$UP_PORT" test.example +short +time=1 +tries=1 2>/dev/null |
+            grep -q 10.1.2.3 && break
+        kill -0 "$!" 2>/dev/null || fail "dnsmasq exited: $(tail -n 3 "$UP_LOG")"
+        sleep 0.05
+    done
+    [ "$i" -lt 100 ] || fail "dnsmasq on 127.0.0.1:$UP_PORT does not answer"
+    : >"$UP_LOG" # the probe above does not count
+}
+
+dns_bundle() {
+    bundle_write "  dns = { listen = \"127.0.0.1:$DNS_PORT\", upstream = { \"127.0.0.1:$UP_PORT\" },
+          state_file = \"$STATE\", timeout = 1, ${1:-} },"
+}
+
+dns_chute_start() {
+    chute_start
+    wait_port 127.0.0.1 "$DNS_PORT" 10 || { chute_alive; fail "chute's DNS listener does not accept"; }
+}
+
+dq() {
+    local name=$1 type=${2:-A}
+    shift 2 2>/dev/null || shift $#
+    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +short +time=2 +tries=1 "$@" 2>&1 | sort
+}
+
+dfull() {
+    local name=$1 type=${2:-A}
+    shift 2 2>/dev/null || shift $#
+    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +time=2 +tries=1 "$@" 2>&1
+}
+
+# The status word of a full dig answer ("NOERROR", "NXDOMAIN", ...).
+dstatus() { sed -n -E 's/.*status: ([A-Z]+),.*/\1/p' <<<"$1" | head -n 1; }
+
+# The TTL of the first answer record of a full dig answer.
+dttl() { awk '/^;; ANSWER SECTION:/ { getline; print $2; exit }' <<<"$1"; }
+
+dstats() {
+    local pfx=${1:-S} before n i line kv
+    before=$(grep -c -E ' stats flows_active=' "$CHUTE_LOG" || true)
+    kill -USR1 "$CHUTE_PID" 2>/dev/null || chute_alive
+    for i in $(seq 100); do
+        n=$(grep -c -E ' stats flows_active=' "$CHUTE_LOG" || true)
+        [ "$n" -gt "$before" ] && break
+        sleep 0.05
+    done
+    [ "$n" -gt "$before" ] || fail "dstats: no new stats line 5 s after SIGUSR1"
+    line=$(grep -E ' stats flows_active=' "$CHUTE_LOG" | tail -n 1)
+    for kv in $(grep -o -E '[a-z_0-9]+=[^ ]+' <<<"$line"); do
+        printf -v "${pfx}_${kv%%=*}" '%s' "${kv#*=}"
+    done
+}
+
+up_queries() {
+    local pat="] $1 from "
+    [ -n "${2:-}" ] && pat="query[$2] $1 from "
+    grep -c -F -- "$pat" "$UP_LOG" 2>/dev/null || true
+}
