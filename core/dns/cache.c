@@ -163,7 +163,8 @@ static struct entry *
 find(struct dns_cache *c, const char *key, size_t n, uint16_t type, uint32_t h)
 {
     for (struct entry *e = c->buckets[h & c->mask]; e != NULL; e = e->hnext)
-        if (e->hash == h && e->type == type && e->name_len == n && memcmp(entry_name(e), key, n) == 0)
+        if (e->hash == h && e->type == type && e->name_len == n &&
+            memcmp(entry_name(e), key, n) == 0)
             return e;
     return NULL;
 }
@@ -222,8 +223,8 @@ entry_new(const struct dns_msg *m, const char *key, size_t n, const uint8_t *msg
 }
 
 void
-dns_cache_put(struct dns_cache *c, const char *name, uint16_t type, const uint8_t *msg,
-              size_t len, double now)
+dns_cache_put(struct dns_cache *c, const char *name, uint16_t type, const uint8_t *msg, size_t len,
+              double now)
 {
     struct dns_msg m; /* large: on the stack, once per upstream answer */
     char key[DNS_NAME_MAX + 1];

@@ -319,8 +319,7 @@ dns_msg_parse(struct dns_msg *m, const uint8_t *buf, size_t len)
 
 /* Header and question of a reply to |q|; returns the offset after them. */
 static int
-begin_reply(uint8_t *out, size_t cap, const struct dns_msg *q, int rcode, uint16_t an,
-            uint16_t ns)
+begin_reply(uint8_t *out, size_t cap, const struct dns_msg *q, int rcode, uint16_t an, uint16_t ns)
 {
     if (cap < DNS_HEADER_LEN + 5)
         return -1;
@@ -414,8 +413,7 @@ put_soa(uint8_t *p, uint32_t ttl)
 #define SOA_RR_LEN (12 + sizeof(soa_names) + 20)
 
 int
-dns_build_error(uint8_t *out, size_t cap, const struct dns_msg *q, int rcode,
-                uint32_t negative_ttl)
+dns_build_error(uint8_t *out, size_t cap, const struct dns_msg *q, int rcode, uint32_t negative_ttl)
 {
     int soa = negative_ttl > 0 && (rcode == DNS_RCODE_NXDOMAIN || rcode == DNS_RCODE_NOERROR);
     int r = begin_reply(out, cap, q, rcode, 0, (uint16_t)soa);
@@ -573,11 +571,24 @@ static const struct {
     uint16_t type;
     const char *name;
 } type_names[] = {
-    {DNS_TYPE_A, "A"},     {DNS_TYPE_NS, "NS"},       {DNS_TYPE_CNAME, "CNAME"}, {DNS_TYPE_SOA, "SOA"},
-    {DNS_TYPE_PTR, "PTR"}, {DNS_TYPE_MX, "MX"},       {DNS_TYPE_TXT, "TXT"},     {DNS_TYPE_AAAA, "AAAA"},
-    {33, "SRV"},           {DNS_TYPE_OPT, "OPT"},     {43, "DS"},                {46, "RRSIG"},
-    {47, "NSEC"},          {48, "DNSKEY"},            {64, "SVCB"},              {DNS_TYPE_HTTPS, "HTTPS"},
-    {DNS_TYPE_ANY, "ANY"}, {257, "CAA"},
+    {DNS_TYPE_A, "A"},
+    {DNS_TYPE_NS, "NS"},
+    {DNS_TYPE_CNAME, "CNAME"},
+    {DNS_TYPE_SOA, "SOA"},
+    {DNS_TYPE_PTR, "PTR"},
+    {DNS_TYPE_MX, "MX"},
+    {DNS_TYPE_TXT, "TXT"},
+    {DNS_TYPE_AAAA, "AAAA"},
+    {33, "SRV"},
+    {DNS_TYPE_OPT, "OPT"},
+    {43, "DS"},
+    {46, "RRSIG"},
+    {47, "NSEC"},
+    {48, "DNSKEY"},
+    {64, "SVCB"},
+    {DNS_TYPE_HTTPS, "HTTPS"},
+    {DNS_TYPE_ANY, "ANY"},
+    {257, "CAA"},
 };
 
 const char *

@@ -37,8 +37,7 @@ outbound_hs_fail(struct outbound_hs *h, int err, const char *why)
         h->why = why;
     }
     ev_io_stop(h->s->loop, &h->rd);
-    ev_timer_set(&h->later, 0, 0);
-    ev_timer_start(h->s->loop, &h->later);
+    ev_timer_start(h->s->loop, &h->later); /* a no-op if already started */
 }
 
 void

@@ -63,6 +63,11 @@ typedef void (*outbound_hs_cb)(void *arg, int err, const char *why, const uint8_
 struct outbound_hs *outbound_socks5_connect(struct outbound_stream *s, const struct outbound_proxy *p,
                                             const struct flow_addr *dst, outbound_hs_cb cb,
                                             void *arg);
+/* socks5.c: UDP ASSOCIATE (from 0.0.0.0:0) on the control connection |s|;
+ * on success |extra| is the whole reply (its BND.ADDR is the relay). */
+struct outbound_hs *outbound_socks5_associate(struct outbound_stream *s,
+                                              const struct outbound_proxy *p, outbound_hs_cb cb,
+                                              void *arg);
 /* http.c: "CONNECT host:port", Proxy-Authorization Basic when |p| has a
  * user, any 2xx opens the tunnel. */
 struct outbound_hs *outbound_http_connect(struct outbound_stream *s, const struct outbound_proxy *p,

@@ -175,6 +175,7 @@ ss_writev(struct outbound_stream *base, const struct iovec *iov, int iovcnt)
             return -1;
         }
     }
+    s->blocked = 0;
     s->out_end += ss_encoder_seal(&s->enc, s->out + s->out_end, room, iov, iovcnt, &taken);
     if (flush(s) != 0) {
         errno = s->err;
@@ -256,7 +257,9 @@ ss_read(struct outbound_stream *base, void *buf, size_t len)
     if (len == 0)
         return 0;
     for (;;) {
-        if (s->err != 0) {
+        /* Payload opened before a send failed is still delivered; nothing
+         * is after a failed tag. */
+        if (s->err != 0 && (s->plain == 0 || s->err == EBADMSG)) {
             errno = s->err;
             return -1;
         }
@@ -309,7 +312,7 @@ ss_shutdown(struct outbound_stream *base)
 static size_t
 ss_pending(const struct outbound_stream *base)
 {
-    return SS(base)->err != 0 ? 0 : SS(base)->plain;
+    return SS(base)->err == EBADMSG ? 0 : SS(base)->plain;
 }
 
 static void

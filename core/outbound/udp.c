@@ -13,27 +13,13 @@
 /* UDP flows through a policy. DIRECT: one socket connected to the
  * destination (a name resolved first). Shadowsocks: one socket connected to
  * the server, each datagram sealed on its own with the destination inside
- * (a name goes to the server as a name). */
+ * (a name goes to the server as a name). SOCKS5: UDP ASSOCIATE over a
+ * control connection (udp_socks5.c), datagrams framed with the address. */
 
-struct outbound_udp {
-    const struct outbound_env *env;
-    struct outbound_set *set;       /* a reference: keeps |p| alive */
-    const struct outbound_proxy *p; /* NULL: DIRECT */
-    struct flow_addr dst;
-    int fd;
-    struct dns_query *q;
-    ev_idle later;
-    const char *why;                /* the failure to deliver, or NULL */
-    const char *via;
-    outbound_udp_cb cb;
-    void *arg;
-    uint8_t seal[65536 + 512];
-};
+#include "outbound/udp_int.h"
 
-#define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
-
-static void
-deliver(struct outbound_udp *u)
+void
+outbound_udp_deliver(struct outbound_udp *u)
 {
     outbound_udp_cb cb = u->cb;
     u->cb = NULL;
@@ -51,7 +37,7 @@ static void
 on_later(struct ev_loop *loop, ev_idle *w, int revents)
 {
     ev_idle_stop(loop, w);
-    deliver(CONTAINER(w, struct outbound_udp, later));
+    outbound_udp_deliver(CONTAINER(w, struct outbound_udp, later));
 }
 
 /* Connects the socket to |ip| (the destination or the proxy's server). */
@@ -92,7 +78,7 @@ on_resolved(void *arg, const char *err, const struct sockaddr_storage *addrs, si
         }
         connect_to(u, &a);
     }
-    deliver(u);
+    outbound_udp_deliver(u);
 }
 
 struct outbound_udp *
@@ -103,6 +89,7 @@ outbound_udp_open(const struct outbound_env *env, int policy, const struct flow_
     if (u == NULL)
         return NULL;
     memset(u, 0, offsetof(struct outbound_udp, seal));
+    u->ctl_fd = -1;
     u->env = env;
     u->dst = *dst;
     u->fd = -1;
@@ -119,9 +106,16 @@ outbound_udp_open(const struct outbound_env *env, int policy, const struct flow_
     const struct flow_addr *target = dst;
     if (policy == FLOW_POLICY_REJECT) {
         u->why = "rejected by the group's choice";
-    } else if (u->p != NULL && (u->p->type != OUTBOUND_SHADOWSOCKS || !u->p->udp)) {
-        u->why = u->p->type == OUTBOUND_SHADOWSOCKS ? "the proxy has udp = false"
-                                                    : "the proxy's protocol carries no UDP here";
+    } else if (u->p != NULL && !u->p->udp) {
+        u->why = u->p->type == OUTBOUND_SHADOWSOCKS || u->p->type == OUTBOUND_SOCKS5
+                     ? "the proxy has udp = false"
+                     : "the proxy's protocol carries no UDP here";
+    } else if (u->p != NULL && u->p->type == OUTBOUND_SOCKS5) {
+        if (outbound_udp_socks5_start(u) != 0) {
+            outbound_udp_close(u);
+            return NULL;
+        }
+        return u;
     } else {
         target = u->p ? &u->p->server : dst;
         if (target->kind == FLOW_ADDR_NAME) {
@@ -155,6 +149,8 @@ outbound_udp_send(struct outbound_udp *u, const void *payload, size_t len)
 {
     if (u->p == NULL)
         return send(u->fd, payload, len, 0);
+    if (u->p->type == OUTBOUND_SOCKS5)
+        return outbound_udp_socks5_send(u, payload, len);
     ssize_t n = outbound_ss_udp_seal(u->p, &u->dst, payload, len, u->seal, sizeof(u->seal));
     if (n < 0) {
         errno = EMSGSIZE;
@@ -171,6 +167,8 @@ outbound_udp_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_t *off)
         *off = 0;
         return n;
     }
+    if (u->p->type == OUTBOUND_SOCKS5)
+        return outbound_udp_socks5_unwrap(u, buf, (size_t)n, off);
     struct flow_addr from;
     size_t plen;
     ssize_t at = outbound_ss_udp_open(u->p, buf, (size_t)n, &from, &plen);
@@ -188,6 +186,7 @@ outbound_udp_close(struct outbound_udp *u)
     if (u == NULL)
         return;
     ev_idle_stop(u->env->loop, &u->later);
+    outbound_udp_socks5_stop(u);
     if (u->q != NULL)
         dns_query_cancel(u->q);
     if (u->fd >= 0)

@@ -1,0 +1,41 @@
+#ifndef CHUTE_OUTBOUND_UDP_INT_H
+#define CHUTE_OUTBOUND_UDP_INT_H
+
+/* Private to udp.c and udp_socks5.c. */
+
+#include "outbound/outbound.h"
+
+struct outbound_udp {
+    const struct outbound_env *env;
+    struct outbound_set *set;       /* a reference: keeps |p| alive */
+    const struct outbound_proxy *p; /* NULL: DIRECT */
+    struct flow_addr dst;
+    int fd;
+    struct dns_query *q;
+    ev_idle later;
+    const char *why;                /* the failure to deliver, or NULL */
+    const char *via;
+    outbound_udp_cb cb;
+    void *arg;
+    /* SOCKS5: the control connection that keeps the association alive. */
+    struct outbound_connect *oc;
+    struct outbound_stream *ctl;
+    struct outbound_hs *hs;
+    int ctl_fd;
+    ev_io ctl_rd;
+    int ctl_closed;
+    uint8_t seal[65536 + 512];
+};
+
+#define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* Calls the open's callback once: |u| ready, or u->why (|u| closed). */
+void outbound_udp_deliver(struct outbound_udp *u);
+
+/* udp_socks5.c */
+int outbound_udp_socks5_start(struct outbound_udp *u);
+void outbound_udp_socks5_stop(struct outbound_udp *u);
+ssize_t outbound_udp_socks5_send(struct outbound_udp *u, const void *payload, size_t len);
+ssize_t outbound_udp_socks5_unwrap(struct outbound_udp *u, uint8_t *buf, size_t n, size_t *off);
+
+#endif

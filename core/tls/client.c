@@ -1,0 +1,824 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "outbound/outbound.h"
+#include "tls/tls_int.h"
+
+/* One allocation per connection: the BearSSL client context, the X.509
+ * context and the bidirectional record buffer, then the same object
+ * serves as the handshake handle and, once done, as the stream. */
+
+#define ALPN_MAX 8
+#define EE_MAX (64 * 1024) /* a larger end-entity certificate is refused */
+
+/* The certificate check: BearSSL's minimal validator against the name we
+ * choose (not necessarily the SNI), plus an iPAddress SAN check it lacks;
+ * or, with skip_verify, nothing but extracting the server key. */
+struct x509_wrap {
+    const br_x509_class *vtable; /* first: BearSSL passes &vtable around */
+    union {
+        br_x509_minimal_context minimal;
+        br_x509_decoder_context dec; /* skip_verify: EE key only */
+    } u;
+    const char *name; /* DNS name for the validator, NULL for none */
+    unsigned char ip[16];
+    size_t iplen; /* 4 or 16 when the host is an IP literal */
+    int skip, ncert;
+    unsigned char *ee; /* the EE certificate, kept for the SAN check */
+    size_t ee_len, ee_cap;
+};
+
+struct tls_conn {
+    struct outbound_stream s; /* first: handed out as the stream */
+    br_ssl_client_context cc;
+    struct x509_wrap xw;
+    struct tls_ctx *ctx; /* during the handshake only */
+    tls_handshake_cb cb;
+    void *cb_arg;
+    ev_io hs_io; /* handshake: READ and/or WRITE as the engine asks */
+    ev_io wio;   /* stream: sends what the socket did not take */
+    int start_err, err;
+    unsigned shut : 1, shut_done : 1, want_drain : 1, read_stalled : 1, resumed : 1;
+    size_t offered_len;
+    unsigned char offered_id[32];
+    size_t keylen;
+    char key[TLS_SESSION_KEY_MAX];
+    char host[256];
+    const char *alpn[ALPN_MAX];
+    char *alpn_store;
+    char why[112];
+    unsigned char iobuf[BR_SSL_BUFSIZE_BIDI];
+};
+
+#define CONN_OF(p, member) ((struct tls_conn *)((char *)(p) - offsetof(struct tls_conn, member)))
+
+/* ---- certificate check ------------------------------------------------ */
+
+/* Reads one DER TLV at *p (< end): 0 with the tag and value, or -1. Only
+ * low tag numbers and definite lengths of up to 4 bytes, which covers
+ * every element on the way to the SAN. */
+static int
+der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
+         const unsigned char **val, size_t *len)
+{
+    const unsigned char *q = *p;
+    if (end - q < 2 || (q[0] & 0x1f) == 0x1f)
+        return -1;
+    *tag = *q++;
+    size_t l = *q++;
+    if (l & 0x80) {
+        size_t n = l & 0x7f;
+        if (n == 0 || n > 4 || (size_t)(end - q) < n)
+            return -1;
+        for (l = 0; n > 0; n--)
+            l = (l << 8) | *q++;
+    }
+    if ((size_t)(end - q) < l)
+        return -1;
+    *val = q;
+    *len = l;
+    *p = q + l;
+    return 0;
+}
+
+/* 1 if the subjectAltName of the certificate |der| lists the address
+ * |ip|, 0 if not or if the certificate cannot be walked. */
+static int
+san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip, size_t iplen)
+{
+    static const unsigned char san_oid[] = {0x55, 0x1d, 0x11}; /* 2.5.29.17 */
+    const unsigned char *p = der, *end = der + len, *v;
+    size_t l;
+    unsigned tag;
+    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Certificate */
+        return 0;
+    p = v, end = v + l;
+    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* TBSCertificate */
+        return 0;
+    p = v, end = v + l;
+    while (p < end) { /* to extensions [3] */
+        if (der_next(&p, end, &tag, &v, &l) != 0)
+            return 0;
+        if (tag == 0xa3)
+            break;
+    }
+    if (tag != 0xa3)
+        return 0;
+    p = v, end = v + l;
+    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Extensions */
+        return 0;
+    p = v, end = v + l;
+    while (p < end) {
+        const unsigned char *e, *eend, *oid, *val;
+        size_t oidlen, vlen;
+        if (der_next(&p, end, &tag, &e, &l) != 0 || tag != 0x30)
+            return 0;
+        eend = e + l;
+        if (der_next(&e, eend, &tag, &oid, &oidlen) != 0 || tag != 0x06)
+            return 0;
+        if (oidlen != sizeof(san_oid) || memcmp(oid, san_oid, oidlen) != 0)
+            continue;
+        if (der_next(&e, eend, &tag, &val, &vlen) != 0)
+            return 0;
+        if (tag == 0x01 && der_next(&e, eend, &tag, &val, &vlen) != 0) /* critical */
+            return 0;
+        if (tag != 0x04)
+            return 0;
+        const unsigned char *g = val, *gend = val + vlen;
+        if (der_next(&g, gend, &tag, &v, &l) != 0 || tag != 0x30) /* GeneralNames */
+            return 0;
+        g = v, gend = v + l;
+        while (g < gend) {
+            if (der_next(&g, gend, &tag, &v, &l) != 0)
+                return 0;
+            if (tag == 0x87 && l == iplen && memcmp(v, ip, iplen) == 0) /* iPAddress */
+                return 1;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+#define XW(ctx) ((struct x509_wrap *)(void *)(ctx))
+
+static void
+xw_start_chain(const br_x509_class **ctx, const char *server_name)
+{
+    struct x509_wrap *w = XW(ctx);
+    w->ncert = 0;
+    w->ee_len = 0;
+    /* The engine passes the SNI; the certificate must match the host. */
+    if (!w->skip)
+        w->u.minimal.vtable->start_chain(&w->u.minimal.vtable, w->name);
+}
+
+static void
+xw_start_cert(const br_x509_class **ctx, uint32_t length)
+{
+    struct x509_wrap *w = XW(ctx);
+    if (w->ncert == 0) {
+        if (w->skip) {
+            br_x509_decoder_init(&w->u.dec, NULL, NULL);
+        } else if (w->iplen != 0 && length <= EE_MAX) {
+            free(w->ee);
+            w->ee = malloc(length ? length : 1);
+            w->ee_cap = w->ee ? length : 0;
+            w->ee_len = 0;
+        }
+    }
+    if (!w->skip)
+        w->u.minimal.vtable->start_cert(&w->u.minimal.vtable, length);
+}
+
+static void
+xw_append(const br_x509_class **ctx, const unsigned char *buf, size_t len)
+{
+    struct x509_wrap *w = XW(ctx);
+    if (w->ncert == 0) {
+        if (w->skip)
+            br_x509_decoder_push(&w->u.dec, buf, len);
+        else if (w->ee != NULL && len <= w->ee_cap - w->ee_len) {
+            memcpy(w->ee + w->ee_len, buf, len);
+            w->ee_len += len;
+        }
+    }
+    if (!w->skip)
+        w->u.minimal.vtable->append(&w->u.minimal.vtable, buf, len);
+}
+
+static void
+xw_end_cert(const br_x509_class **ctx)
+{
+    struct x509_wrap *w = XW(ctx);
+    if (!w->skip)
+        w->u.minimal.vtable->end_cert(&w->u.minimal.vtable);
+    w->ncert++;
+}
+
+static unsigned
+xw_end_chain(const br_x509_class **ctx)
+{
+    struct x509_wrap *w = XW(ctx);
+    unsigned r;
+    if (w->skip) {
+        if (w->ncert == 0)
+            return BR_ERR_X509_EMPTY_CHAIN;
+        if (br_x509_decoder_get_pkey(&w->u.dec) != NULL)
+            return 0;
+        r = (unsigned)br_x509_decoder_last_error(&w->u.dec);
+        return r ? r : BR_ERR_X509_TRUNCATED;
+    }
+    r = w->u.minimal.vtable->end_chain(&w->u.minimal.vtable);
+    if (r == 0 && w->iplen != 0 &&
+        (w->ee == NULL || !san_has_ip(w->ee, w->ee_len, w->ip, w->iplen)))
+        r = BR_ERR_X509_BAD_SERVER_NAME;
+    free(w->ee);
+    w->ee = NULL;
+    w->ee_cap = w->ee_len = 0;
+    return r;
+}
+
+static const br_x509_pkey *
+xw_get_pkey(const br_x509_class *const *ctx, unsigned *usages)
+{
+    struct x509_wrap *w = XW(ctx);
+    if (w->skip) {
+        if (usages != NULL)
+            *usages = BR_KEYTYPE_KEYX | BR_KEYTYPE_SIGN;
+        return br_x509_decoder_get_pkey(&w->u.dec);
+    }
+    return w->u.minimal.vtable->get_pkey(&w->u.minimal.vtable, usages);
+}
+
+static const br_x509_class xw_vtable = {
+    sizeof(struct x509_wrap), xw_start_chain, xw_start_cert, xw_append,
+    xw_end_cert,              xw_end_chain,   xw_get_pkey,
+};
+
+/* ---- common ------------------------------------------------------------- */
+
+static void
+conn_free(struct tls_conn *c)
+{
+    free(c->xw.ee);
+    free(c->alpn_store);
+    explicit_bzero(c, sizeof(*c)); /* keys and the master secret */
+    free(c);
+}
+
+/* Errno and text for an engine that closed during the handshake. */
+static int
+hs_reason(int e, char *why, size_t n)
+{
+    switch (e) {
+    case BR_ERR_OK:
+        snprintf(why, n, "tls: connection closed during handshake");
+        return ECONNRESET;
+    case BR_ERR_RECV_FATAL_ALERT + BR_ALERT_PROTOCOL_VERSION:
+        snprintf(why, n, "tls: server requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2 only)");
+        return EPROTONOSUPPORT;
+    case BR_ERR_X509_NOT_TRUSTED:
+        snprintf(why, n, "tls: certificate not trusted");
+        return EPROTO;
+    case BR_ERR_X509_BAD_SERVER_NAME:
+        snprintf(why, n, "tls: certificate is for another name");
+        return EPROTO;
+    case BR_ERR_X509_EXPIRED:
+        snprintf(why, n, "tls: certificate expired");
+        return EPROTO;
+    default:
+        snprintf(why, n, "tls: handshake failed (BearSSL error %d)", e);
+        return EPROTO;
+    }
+}
+
+/* Errno for an engine that failed after the handshake. */
+static int
+stream_errno(int e)
+{
+    if (e == BR_ERR_IO)
+        return EIO;
+    if (e >= BR_ERR_RECV_FATAL_ALERT && e < BR_ERR_SEND_FATAL_ALERT)
+        return ECONNRESET; /* the peer gave up */
+    return EBADMSG;
+}
+
+static int
+would_block(int e)
+{
+    return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
+
+/* ---- handshake ---------------------------------------------------------- */
+
+static void
+hs_fail(struct tls_conn *c, int err)
+{
+    struct tls_ctx *t = c->ctx;
+    ev_io_stop(c->s.loop, &c->hs_io);
+    t->stats.failures++;
+    if (err == EPROTONOSUPPORT)
+        t->stats.tls13_only++;
+    if (c->offered_len != 0)
+        tls_session_forget(t->sessions, c->key, c->keylen);
+    close(c->s.fd);
+    c->s.fd = -1;
+    c->cb(c->cb_arg, NULL, err, c->why);
+    conn_free(c);
+}
+
+static void
+hs_fail_errno(struct tls_conn *c, int err)
+{
+    if (err == ECONNRESET || err == EPIPE)
+        snprintf(c->why, sizeof(c->why), "tls: connection closed during handshake");
+    else
+        snprintf(c->why, sizeof(c->why), "tls: %s during handshake", strerror(err));
+    hs_fail(c, err);
+}
+
+static const struct outbound_stream_ops tls_stream_ops;
+static void on_writable(struct ev_loop *loop, ev_io *w, int revents);
+
+static void
+hs_done(struct tls_conn *c)
+{
+    struct tls_ctx *t = c->ctx;
+    br_ssl_session_parameters p;
+    ev_io_stop(c->s.loop, &c->hs_io);
+    br_ssl_engine_get_session_parameters(&c->cc.eng, &p);
+    /* No "resumed" getter in 0.6: the server echoes our ID only then. */
+    c->resumed = c->offered_len != 0 && p.session_id_len == c->offered_len &&
+                 memcmp(p.session_id, c->offered_id, c->offered_len) == 0;
+    if (p.session_id_len != 0)
+        tls_session_put(t->sessions, c->key, c->keylen, &p);
+    else
+        tls_session_forget(t->sessions, c->key, c->keylen);
+    explicit_bzero(&p, sizeof(p));
+    t->stats.handshakes++;
+    if (c->resumed)
+        t->stats.resumed++;
+    free(c->xw.ee);
+    c->xw.ee = NULL;
+    c->ctx = NULL;
+    c->s.ops = &tls_stream_ops;
+    ev_io_init(&c->wio, on_writable, c->s.fd, EV_WRITE);
+    c->cb(c->cb_arg, &c->s, 0, NULL);
+}
+
+/* The pump of notes §3.4 until nothing moves, then waits for the socket
+ * in the direction(s) the engine needs. */
+static void
+hs_step(struct tls_conn *c)
+{
+    br_ssl_engine_context *eng = &c->cc.eng;
+    int want;
+    if (c->start_err) {
+        hs_fail(c, c->start_err);
+        return;
+    }
+    for (;;) {
+        unsigned st = br_ssl_engine_current_state(eng);
+        unsigned char *buf;
+        size_t len;
+        ssize_t n;
+        if (st & BR_SSL_CLOSED) {
+            int err = hs_reason(br_ssl_engine_last_error(eng), c->why, sizeof(c->why));
+            hs_fail(c, err);
+            return;
+        }
+        if (st & BR_SSL_SENDAPP) {
+            hs_done(c);
+            return;
+        }
+        want = 0;
+        if (st & BR_SSL_SENDREC) {
+            buf = br_ssl_engine_sendrec_buf(eng, &len);
+            n = send(c->s.fd, buf, len, MSG_NOSIGNAL);
+            if (n > 0) {
+                br_ssl_engine_sendrec_ack(eng, (size_t)n);
+                continue;
+            }
+            if (!would_block(errno)) {
+                hs_fail_errno(c, errno);
+                return;
+            }
+            want |= EV_WRITE;
+        }
+        if (st & BR_SSL_RECVREC) {
+            buf = br_ssl_engine_recvrec_buf(eng, &len);
+            n = recv(c->s.fd, buf, len, 0);
+            if (n > 0) {
+                br_ssl_engine_recvrec_ack(eng, (size_t)n);
+                continue;
+            }
+            if (n == 0 || !would_block(errno)) {
+                hs_fail_errno(c, n == 0 ? ECONNRESET : errno);
+                return;
+            }
+            want |= EV_READ;
+        }
+        break;
+    }
+    if (want == 0) { /* the engine wants nothing: cannot progress */
+        hs_fail(c, hs_reason(br_ssl_engine_last_error(eng) ? br_ssl_engine_last_error(eng)
+                                                           : BR_ERR_BAD_STATE,
+                             c->why, sizeof(c->why)));
+        return;
+    }
+    if ((c->hs_io.events & (EV_READ | EV_WRITE)) != want || !ev_is_active(&c->hs_io)) {
+        ev_io_stop(c->s.loop, &c->hs_io);
+        ev_io_set(&c->hs_io, c->s.fd, want);
+        ev_io_start(c->s.loop, &c->hs_io);
+    }
+}
+
+static void
+on_hs_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+    hs_step(CONN_OF(w, hs_io));
+}
+
+/* Fills |ip| when |host| is an IP literal ("[::1]" too); its length or 0. */
+static size_t
+parse_ip(const char *host, unsigned char ip[16])
+{
+    char buf[64];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+        host++;
+        n -= 2;
+    }
+    if (n == 0 || n >= sizeof(buf))
+        return 0;
+    memcpy(buf, host, n);
+    buf[n] = '\0';
+    if (inet_pton(AF_INET, buf, ip) == 1)
+        return 4;
+    if (inet_pton(AF_INET6, buf, ip) == 1)
+        return 16;
+    return 0;
+}
+
+static const char *
+start_fail(struct tls_conn *c, const char *why)
+{
+    c->start_err = EINVAL;
+    snprintf(c->why, sizeof(c->why), "tls: %s", why);
+    return why;
+}
+
+/* Copies the ALPN names (BearSSL links the array, and the stream returns
+ * one of these pointers); NULL on success, else the reason. */
+static const char *
+copy_alpn(struct tls_conn *c, const struct tls_client_opts *o)
+{
+    size_t total = 0;
+    if (o->nalpn > ALPN_MAX)
+        return "too many ALPN names";
+    for (size_t i = 0; i < o->nalpn; i++) {
+        size_t l = o->alpn[i] ? strlen(o->alpn[i]) : 0;
+        if (l == 0 || l > 255)
+            return "bad ALPN name";
+        total += l + 1;
+    }
+    if (o->nalpn == 0)
+        return NULL;
+    c->alpn_store = malloc(total);
+    if (c->alpn_store == NULL)
+        return "out of memory";
+    char *p = c->alpn_store;
+    for (size_t i = 0; i < o->nalpn; i++) {
+        size_t l = strlen(o->alpn[i]) + 1;
+        memcpy(p, o->alpn[i], l);
+        c->alpn[i] = p;
+        p += l;
+    }
+    return NULL;
+}
+
+/* TLS 1.2 ECDHE AEAD suites, AES-GCM first where AES-NI makes it the
+ * fastest (ChaCha20 is 6x slower there, much faster without). One CBC
+ * suite for old RSA servers, last. */
+static void
+set_suites(br_ssl_engine_context *eng)
+{
+    static const uint16_t aes_first[] = {
+        BR_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,       BR_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        BR_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,       BR_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        BR_TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+    };
+    static const uint16_t chacha_first[] = {
+        BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        BR_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,       BR_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        BR_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,       BR_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        BR_TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256,
+    };
+    if (br_aes_x86ni_ctr_get_vtable() != NULL)
+        br_ssl_engine_set_suites(eng, aes_first, sizeof(aes_first) / sizeof(aes_first[0]));
+    else
+        br_ssl_engine_set_suites(eng, chacha_first, sizeof(chacha_first) / sizeof(chacha_first[0]));
+}
+
+struct tls_handshake *
+tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct tls_client_opts *o,
+                 tls_handshake_cb cb, void *arg)
+{
+    struct tls_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        close(fd);
+        return NULL;
+    }
+    c->s.fd = fd;
+    c->s.loop = loop;
+    c->ctx = t;
+    c->cb = cb;
+    c->cb_arg = arg;
+    ev_io_init(&c->hs_io, on_hs_io, fd, EV_WRITE);
+
+    const char *host = o->host ? o->host : "";
+    const char *sni = o->sni && o->sni[0] ? o->sni : NULL;
+    const char *bad = NULL;
+    c->xw.iplen = parse_ip(host, c->xw.ip);
+    if (sni == NULL && c->xw.iplen == 0)
+        sni = host;
+    if (host[0] == '\0' || strlen(host) >= sizeof(c->host) || (sni && strlen(sni) > 255))
+        bad = start_fail(c, "bad host or SNI");
+    else if ((bad = copy_alpn(c, o)) != NULL)
+        start_fail(c, bad);
+    else if ((c->keylen = tls_session_key(c->key, sizeof(c->key), host, o->port, sni,
+                                          o->skip_verify)) == 0)
+        bad = start_fail(c, "bad host or SNI");
+    if (bad != NULL) {
+        /* Reported from the loop: never from inside this call. */
+        ev_io_start(loop, &c->hs_io);
+        return (struct tls_handshake *)c;
+    }
+    strcpy(c->host, host);
+
+    br_ssl_engine_context *eng = &c->cc.eng;
+    br_ssl_client_init_full(&c->cc, &c->xw.u.minimal, t->anchors, t->nanchors);
+    br_ssl_engine_set_versions(eng, BR_TLS12, BR_TLS12);
+    set_suites(eng);
+    br_ssl_engine_add_flags(eng, BR_OPT_NO_RENEGOTIATION | BR_OPT_FAIL_ON_ALPN_MISMATCH);
+    br_ssl_engine_set_buffer(eng, c->iobuf, sizeof(c->iobuf), 1);
+    if (o->nalpn != 0)
+        br_ssl_engine_set_protocol_names(eng, c->alpn, o->nalpn);
+    c->xw.vtable = &xw_vtable;
+    c->xw.skip = o->skip_verify != 0;
+    c->xw.name = c->xw.iplen ? NULL : c->host;
+    br_ssl_engine_set_x509(eng, &c->xw.vtable);
+
+    br_ssl_session_parameters p;
+    int resume = tls_session_get(t->sessions, c->key, c->keylen, &p);
+    if (resume) {
+        br_ssl_engine_set_session_parameters(eng, &p);
+        c->offered_len = p.session_id_len;
+        memcpy(c->offered_id, p.session_id, sizeof(c->offered_id));
+        explicit_bzero(&p, sizeof(p));
+    }
+    if (!br_ssl_client_reset(&c->cc, sni, resume)) {
+        /* The engine is closed now; hs_step reports its error. */
+    }
+    ev_io_start(loop, &c->hs_io);
+    return (struct tls_handshake *)c;
+}
+
+void
+tls_handshake_cancel(struct tls_handshake *h)
+{
+    struct tls_conn *c = (struct tls_conn *)h;
+    ev_io_stop(c->s.loop, &c->hs_io);
+    close(c->s.fd);
+    conn_free(c);
+}
+
+/* ---- stream ------------------------------------------------------------- */
+
+/* Sends buffered records: 1 when none are left, 0 when the socket is full
+ * (with |arm|, the EV_WRITE watcher then continues), -1 on error. */
+static int
+send_records(struct tls_conn *c, int arm)
+{
+    br_ssl_engine_context *eng = &c->cc.eng;
+    unsigned char *buf;
+    size_t len;
+    while ((buf = br_ssl_engine_sendrec_buf(eng, &len)) != NULL) {
+        ssize_t n = send(c->s.fd, buf, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            br_ssl_engine_sendrec_ack(eng, (size_t)n);
+            continue;
+        }
+        if (would_block(errno)) {
+            if (arm)
+                ev_io_start(c->s.loop, &c->wio);
+            return 0;
+        }
+        c->err = errno;
+        return -1;
+    }
+    return 1;
+}
+
+static void
+on_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct tls_conn *c = CONN_OF(w, wio);
+    int r = send_records(c, 0);
+    if (r == 0)
+        return;
+    ev_io_stop(loop, w);
+    if (r > 0 && c->shut && !c->shut_done) {
+        shutdown(c->s.fd, SHUT_WR);
+        c->shut_done = 1;
+    }
+    if (c->read_stalled) {
+        /* A read found the engine waiting for this output: wake the
+         * owner's reader now that it can go on. */
+        c->read_stalled = 0;
+        ev_feed_fd_event(loop, c->s.fd, EV_READ);
+    }
+    if ((c->want_drain || r < 0) && c->s.on_drain != NULL) {
+        c->want_drain = 0;
+        c->s.on_drain(c->s.drain_arg); /* may close the stream: last */
+    }
+}
+
+static ssize_t
+fail_with(int err)
+{
+    errno = err;
+    return -1;
+}
+
+static ssize_t
+st_read(struct outbound_stream *s, void *out, size_t cap)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    br_ssl_engine_context *eng = &c->cc.eng;
+    if (c->err)
+        return fail_with(c->err);
+    for (;;) {
+        size_t len;
+        unsigned char *buf = br_ssl_engine_recvapp_buf(eng, &len);
+        if (buf != NULL) {
+            size_t n = len < cap ? len : cap;
+            memcpy(out, buf, n);
+            br_ssl_engine_recvapp_ack(eng, n);
+            return (ssize_t)n;
+        }
+        unsigned st = br_ssl_engine_current_state(eng);
+        if (st & BR_SSL_CLOSED) {
+            int e = br_ssl_engine_last_error(eng);
+            if (e == BR_ERR_OK)
+                return 0; /* close_notify seen */
+            c->err = stream_errno(e);
+            return fail_with(c->err);
+        }
+        /* E.g. our reply to the peer's close_notify. */
+        if (st & BR_SSL_SENDREC) {
+            int r = send_records(c, 1);
+            if (r < 0)
+                return fail_with(c->err);
+            if (r > 0)
+                continue; /* the engine may have moved on */
+        }
+        if (!(st & BR_SSL_RECVREC)) {
+            c->read_stalled = 1;
+            return fail_with(EAGAIN);
+        }
+        buf = br_ssl_engine_recvrec_buf(eng, &len);
+        ssize_t n = recv(c->s.fd, buf, len, 0);
+        if (n > 0) {
+            br_ssl_engine_recvrec_ack(eng, (size_t)n);
+            continue;
+        }
+        if (n < 0 && would_block(errno))
+            return fail_with(EAGAIN);
+        if (n == 0 && c->shut)
+            return 0; /* we already ended; BearSSL drops data after that anyway */
+        /* A FIN without close_notify may be a truncation attack. */
+        c->err = n == 0 ? ECONNRESET : errno;
+        return fail_with(c->err);
+    }
+}
+
+static ssize_t
+st_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    br_ssl_engine_context *eng = &c->cc.eng;
+    size_t total = 0, want = 0;
+    if (c->err)
+        return fail_with(c->err);
+    if (c->shut)
+        return fail_with(EPIPE);
+    for (int i = 0; i < iovcnt; i++)
+        want += iov[i].iov_len;
+    for (int i = 0, full = 0; i < iovcnt && !full; i++) {
+        const unsigned char *p = iov[i].iov_base;
+        size_t left = iov[i].iov_len;
+        while (left > 0) {
+            size_t len;
+            unsigned char *buf = br_ssl_engine_sendapp_buf(eng, &len);
+            if (buf == NULL) {
+                /* A full record is waiting for the socket. */
+                if (br_ssl_engine_current_state(eng) & BR_SSL_CLOSED) {
+                    int e = br_ssl_engine_last_error(eng);
+                    c->err = e == BR_ERR_OK ? EPIPE : stream_errno(e);
+                    return total ? (ssize_t)total : fail_with(c->err);
+                }
+                if (send_records(c, 1) < 0)
+                    return total ? (ssize_t)total : fail_with(c->err);
+                buf = br_ssl_engine_sendapp_buf(eng, &len);
+                if (buf == NULL) {
+                    full = 1;
+                    break;
+                }
+            }
+            size_t n = left < len ? left : len;
+            memcpy(buf, p, n);
+            br_ssl_engine_sendapp_ack(eng, n);
+            p += n;
+            left -= n;
+            total += n;
+        }
+    }
+    if (total > 0)
+        br_ssl_engine_flush(eng, 0); /* else it waits for a full record */
+    if (send_records(c, 1) < 0 && total == 0)
+        return fail_with(c->err);
+    if (total == 0 && want > 0) {
+        c->want_drain = 1;
+        ev_io_start(c->s.loop, &c->wio);
+        return fail_with(EAGAIN);
+    }
+    return (ssize_t)total;
+}
+
+/* BearSSL 0.6 discards application data that arrives after its
+ * close_notify went out, until the peer's close_notify: the TLS 1.2 close
+ * is not a true half-close. */
+static int
+st_shutdown(struct outbound_stream *s)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    if (c->shut)
+        return 0;
+    if (c->err)
+        return (int)fail_with(c->err);
+    c->shut = 1;
+    br_ssl_engine_close(&c->cc.eng);
+    int r = send_records(c, 1);
+    if (r < 0)
+        return (int)fail_with(c->err);
+    if (r > 0) {
+        shutdown(c->s.fd, SHUT_WR);
+        c->shut_done = 1;
+    }
+    return 0;
+}
+
+static size_t
+st_pending(const struct outbound_stream *s)
+{
+    const struct tls_conn *c = (const struct tls_conn *)s;
+    size_t len;
+    if (br_ssl_engine_recvapp_buf(&c->cc.eng, &len) == NULL)
+        return 0;
+    return len;
+}
+
+static void
+st_close(struct outbound_stream *s, int reset)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    ev_io_stop(c->s.loop, &c->wio);
+    if (reset) {
+        outbound_close_reset(c->s.fd);
+    } else {
+        /* close_notify, best effort, so the server keeps the session.
+         * Unread input makes close() send a RST that could overtake it:
+         * drain what already arrived first. */
+        if (!c->shut && !c->err && !(br_ssl_engine_current_state(&c->cc.eng) & BR_SSL_CLOSED))
+            br_ssl_engine_close(&c->cc.eng);
+        if (!c->err)
+            send_records(c, 0);
+        for (int i = 0; i < 4 && recv(c->s.fd, c->iobuf, sizeof(c->iobuf), MSG_DONTWAIT) > 0; i++)
+            ;
+        close(c->s.fd);
+    }
+    conn_free(c);
+}
+
+static const struct outbound_stream_ops tls_stream_ops = {
+    .name = "tls",
+    .read = st_read,
+    .writev = st_writev,
+    .shutdown = st_shutdown,
+    .pending = st_pending,
+    .close = st_close,
+};
+
+const char *
+tls_stream_alpn(const struct outbound_stream *s)
+{
+    if (s == NULL || s->ops != &tls_stream_ops)
+        return NULL;
+    struct tls_conn *c = (struct tls_conn *)s;
+    return br_ssl_engine_get_selected_protocol(&c->cc.eng);
+}
+
+int
+tls_stream_resumed(const struct outbound_stream *s)
+{
+    if (s == NULL || s->ops != &tls_stream_ops)
+        return 0;
+    return ((const struct tls_conn *)s)->resumed;
+}
