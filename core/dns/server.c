@@ -315,6 +315,7 @@ dns_server_new(struct ev_loop *loop, struct dns_resolver *r, const struct dns_se
     }
     s->loop = loop;
     s->r = r;
+    s->save_timer.data = s; /* dns_server_free saves through it, in any mode */
     s->mode = o->mode;
     s->fake_ttl = o->fake_ttl ? o->fake_ttl : 1;
     s->udp_fd = s->tcp_fd = -1;
@@ -354,6 +355,9 @@ dns_server_new(struct ev_loop *loop, struct dns_resolver *r, const struct dns_se
         goto fail;
     return s;
 fail:
+    /* A server that never ran must not write over the state it failed to read. */
+    free(s->state_file);
+    s->state_file = NULL;
     dns_server_free(s);
     return NULL;
 }

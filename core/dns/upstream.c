@@ -250,9 +250,15 @@ static void start_attempts(struct dns_exchange *x);
 static void
 next_attempt(struct dns_exchange *x)
 {
+    /* The old socket stays bound until the new one has its port, so a
+     * retry never reuses the source port an attacker may have seen. */
+    int old = x->fd;
+    x->fd = -1;
     close_attempt(x);
     x->attempt++;
     start_attempts(x);
+    if (old >= 0)
+        close(old);
     if (x->dead != NULL)
         finish(x, NULL, 0, x->dead);
 }

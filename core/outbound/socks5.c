@@ -7,6 +7,7 @@ enum { WAIT_METHOD, WAIT_AUTH, WAIT_REPLY };
 
 struct socks5 {
     struct outbound_hs hs;
+    int associate;         /* UDP ASSOCIATE: the caller wants the whole reply */
     /* Built at the start, sent when the proxy asks for them. */
     size_t auth_len, req_len;
     uint8_t auth[OUTBOUND_SOCKS5_AUTH_MAX];
@@ -117,7 +118,7 @@ on_reply(struct socks5 *x)
         return 1;
     }
     if (rep == 0)
-        outbound_hs_done(h, (size_t)r);
+        outbound_hs_done(h, ((struct socks5 *)h)->associate ? 0 : (size_t)r);
     else
         outbound_hs_fail(h, e.err, e.why);
     return 1;
@@ -152,9 +153,29 @@ static const struct outbound_hs_proto socks5_proto = {
     .io_why = "socks5: connection to the proxy failed",
 };
 
+static struct outbound_hs *
+start(struct outbound_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
+      int associate, outbound_hs_cb cb, void *arg);
+
 struct outbound_hs *
 outbound_socks5_connect(struct outbound_stream *s, const struct outbound_proxy *p,
                         const struct flow_addr *dst, outbound_hs_cb cb, void *arg)
+{
+    return start(s, p, dst, 0, cb, arg);
+}
+
+struct outbound_hs *
+outbound_socks5_associate(struct outbound_stream *s, const struct outbound_proxy *p,
+                          outbound_hs_cb cb, void *arg)
+{
+    /* The client's address is not known before it sends: 0.0.0.0:0 says so. */
+    static const struct flow_addr any = {.kind = FLOW_ADDR_IP4};
+    return start(s, p, &any, 1, cb, arg);
+}
+
+static struct outbound_hs *
+start(struct outbound_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
+      int associate, outbound_hs_cb cb, void *arg)
 {
     struct outbound_hs *h = outbound_hs_new(s, sizeof(struct socks5), &socks5_proto,
                                             offsetof(struct socks5, in),
@@ -180,6 +201,9 @@ outbound_socks5_connect(struct outbound_stream *s, const struct outbound_proxy *
         return outbound_hs_started(h);
     }
     x->req_len = (size_t)n;
+    x->associate = associate;
+    if (associate)
+        x->req[1] = 3; /* CMD: UDP ASSOCIATE */
     outbound_hs_send(h, greeting, outbound_hs_socks5_greeting(greeting, with_auth));
     return outbound_hs_started(h);
 }

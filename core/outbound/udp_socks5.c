@@ -159,11 +159,3 @@ outbound_udp_socks5_unwrap(struct outbound_udp *u, uint8_t *buf, size_t n, size_
     return (ssize_t)(n - *off);
 }
 
-/* TEMPORARY until socks5.c has it. */
-__attribute__((weak)) struct outbound_hs *
-outbound_socks5_associate(struct outbound_stream *s, const struct outbound_proxy *p,
-                          outbound_hs_cb cb, void *arg)
-{
-    (void)s, (void)p, (void)cb, (void)arg;
-    return NULL;
-}

@@ -1,4 +1,6 @@
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,6 +517,10 @@ tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct t
         close(fd);
         return NULL;
     }
+    /* BearSSL hands out one record at a time, so a flight is several
+     * send()s: with Nagle, delayed ACKs add 40 ms to the handshake. */
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     c->s.fd = fd;
     c->s.loop = loop;
     c->ctx = t;

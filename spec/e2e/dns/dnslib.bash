@@ -6,7 +6,8 @@
 #   dns_init                     e2e_init + DNS_PORT (chute's dns.listen) and
 #                                UP_PORT (dnsmasq), both free on UDP and TCP
 #   upstream_start [ARGS...]     dnsmasq on 127.0.0.1:$UP_PORT answering
-#                                test.example (and below) with 10.1.2.3, every
+#                                test.example (and below) with 10.1.2.3 (AAAA:
+#                                NODATA, not REFUSED: --local), every
 #                                query logged to $UP_LOG; ARGS are added
 #   dns_bundle FIELDS < LUA      main.lua: lib.sh's header with
 #                                dns = { listen, upstream, state_file, FIELDS }
@@ -53,7 +54,7 @@ upstream_start() {
         --user="$(id -un)" --group="$(id -gn)" \
         --listen-address=127.0.0.1 --bind-interfaces --port="$UP_PORT" \
         --pid-file="$E2E_TMP/dnsmasq.pid" --log-queries --log-facility="$UP_LOG" \
-        --address=/test.example/10.1.2.3 "$@" 2>>"$UP_LOG" &
+        --address=/test.example/10.1.2.3 --local=/test.example/ "$@" 2>>"$UP_LOG" &
     E2E_EXTRA_PIDS+=("$!")
     local i
     for i in $(seq 100); do
@@ -114,4 +115,15 @@ up_queries() {
     local pat="] $1 from "
     [ -n "${2:-}" ] && pat="query[$2] $1 from "
     grep -c -F -- "$pat" "$UP_LOG" 2>/dev/null || true
+}
+
+# in_net IP CIDR: 0 if IP lies in CIDR.
+in_net() {
+    python3 -c 'import ipaddress, sys; sys.exit(ipaddress.ip_address(sys.argv[1]) not in ipaddress.ip_network(sys.argv[2]))' "$1" "$2" 2>/dev/null
+}
+
+assert_in_net() {
+    local ip=$1 net=$2 msg=$3
+    check "$msg"
+    in_net "$ip" "$net" || fail "$msg: '$ip' is not in $net"
 }

@@ -1100,7 +1100,22 @@ free_port(void)
     return port;
 }
 
-static pid_t
+/* The proxy this test started, and the temp dir for its config: a failed
+ * assertion jumps out of the test, so interop_teardown cleans up. */
+static pid_t child = -1;
+static char tmpdir[64];
+
+static void
+reap(void)
+{
+    if (child > 0) {
+        kill(child, SIGTERM);
+        waitpid(child, NULL, 0);
+    }
+    child = -1;
+}
+
+static void
 spawn(char *const argv[], uint16_t port)
 {
     pid_t pid = fork();
@@ -1118,21 +1133,30 @@ spawn(char *const argv[], uint16_t port)
         int fd = connect_to(port);
         if (fd >= 0) {
             close(fd);
-            return pid;
+            child = pid;
+            return;
         }
         usleep(10000);
     }
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     fail_msg("%s did not start listening on %u", argv[0], port);
-    return -1;
 }
 
-static void
-reap(pid_t pid)
+static int
+interop_teardown(void **state)
 {
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    reap();
+    if (ev_is_active(&echo_accept_w))
+        echo_stop();
+    if (tmpdir[0] != '\0') {
+        char conf[128];
+        snprintf(conf, sizeof(conf), "%s/tinyproxy.conf", tmpdir);
+        unlink(conf);
+        rmdir(tmpdir);
+        tmpdir[0] = '\0';
+    }
+    return 0;
 }
 
 struct reader {
@@ -1206,16 +1230,16 @@ test_interop_microsocks(void **state)
     snprintf(path, sizeof(path), "%s", bin);
 
     char *open_argv[] = {path, "-i", "127.0.0.1", "-p", ps, NULL};
-    pid_t pid = spawn(open_argv, port);
+    spawn(open_argv, port);
     struct outbound_proxy anon = proxy("", "");
     struct result r = through(SOCKS5, port, &anon, echo);
     assert_int_equal(r.err, 0);
-    reap(pid);
+    reap();
 
     port = free_port();
     snprintf(ps, sizeof(ps), "%u", port);
     char *auth_argv[] = {path, "-i", "127.0.0.1", "-p", ps, "-u", "alice", "-P", "s3cret", NULL};
-    pid = spawn(auth_argv, port);
+    spawn(auth_argv, port);
     struct outbound_proxy good = proxy("alice", "s3cret"), bad = proxy("alice", "wrong");
     r = through(SOCKS5, port, &good, echo);
     assert_int_equal(r.err, 0);
@@ -1226,11 +1250,10 @@ test_interop_microsocks(void **state)
     /* A closed destination port: the proxy's refusal is named. */
     r = through(SOCKS5, port, &good, free_port());
     assert_int_not_equal(r.err, 0);
-    reap(pid);
-    echo_stop();
+    /* interop_teardown stops the proxy and the echo server. */
 }
 
-static pid_t
+static void
 tinyproxy(const char *bin, const char *dir, uint16_t port, uint16_t echo, int auth)
 {
     char conf[256], path[256];
@@ -1243,7 +1266,7 @@ tinyproxy(const char *bin, const char *dir, uint16_t port, uint16_t echo, int au
     fclose(f);
     snprintf(path, sizeof(path), "%s", bin);
     char *argv[] = {path, "-d", "-c", conf, NULL};
-    return spawn(argv, port);
+    spawn(argv, port);
 }
 
 static void
@@ -1252,23 +1275,24 @@ test_interop_tinyproxy(void **state)
     const char *bin = find_tool("tinyproxy");
     if (bin == NULL)
         skip();
-    char dir[] = "/tmp/chute-tinyproxy-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/chute-tinyproxy-XXXXXX");
+    assert_non_null(mkdtemp(tmpdir));
+    const char *dir = tmpdir;
     uint16_t echo = echo_start(), port = free_port();
     struct outbound_proxy anon = proxy("", ""), good = proxy("alice", "s3cret"),
                           bad = proxy("alice", "nope");
 
-    pid_t pid = tinyproxy(bin, dir, port, echo, 0);
+    tinyproxy(bin, dir, port, echo, 0);
     struct result r = through(HTTP, port, &anon, echo);
     assert_int_equal(r.err, 0);
     /* ConnectPort refuses other ports: tinyproxy answers 403. */
     r = through(HTTP, port, &anon, (uint16_t)(echo == 65535 ? 1 : echo + 1));
     assert_int_equal(r.err, ECONNREFUSED);
     assert_string_equal(r.why, "http: proxy answered 403");
-    reap(pid);
+    reap();
 
     port = free_port();
-    pid = tinyproxy(bin, dir, port, echo, 1);
+    tinyproxy(bin, dir, port, echo, 1);
     r = through(HTTP, port, &good, echo);
     assert_int_equal(r.err, 0);
     r = through(HTTP, port, &bad, echo); /* tinyproxy: 401 for wrong ones */
@@ -1277,13 +1301,6 @@ test_interop_tinyproxy(void **state)
     r = through(HTTP, port, &anon, echo);
     assert_int_equal(r.err, EACCES);
     assert_string_equal(r.why, "http: 407 proxy authentication required");
-    reap(pid);
-    echo_stop();
-
-    char conf[300];
-    snprintf(conf, sizeof(conf), "%s/tinyproxy.conf", dir);
-    unlink(conf);
-    rmdir(dir);
 }
 
 static int
@@ -1323,8 +1340,8 @@ main(void)
         cmocka_unit_test(test_trojan_header_alone_after_delay),
         cmocka_unit_test(test_handshake_over_stingy_stream),
         cmocka_unit_test(test_trojan_over_stingy_stream),
-        cmocka_unit_test(test_interop_microsocks),
-        cmocka_unit_test(test_interop_tinyproxy),
+        cmocka_unit_test_teardown(test_interop_microsocks, interop_teardown),
+        cmocka_unit_test_teardown(test_interop_tinyproxy, interop_teardown),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
