@@ -11,6 +11,7 @@
 #define RR_FIXED 10       /* type, class, TTL, rdlength */
 #define EDNS_UDP_SIZE 1232
 #define PTR_TO_QNAME 0xC00C
+#define TYPE_SRV 33 /* RFC 2782 */
 
 static inline uint16_t
 get16(const uint8_t *p)
@@ -66,12 +67,22 @@ put_char(char *out, size_t outlen, size_t *o, unsigned b)
     return 0;
 }
 
+static inline int
+marked(const uint8_t *marks, size_t pos)
+{
+    return marks[pos >> 3] >> (pos & 7) & 1;
+}
+
 /* Reads or just checks (out == NULL) the name at *off. Each pointer must
  * aim at the header-free part of the message and strictly before where the
  * current run of labels started: offsets then only decrease, so no loop
- * can form, whatever the hop bound. */
+ * can form, whatever the hop bound.
+ * With |marks| (a bit per message byte), the labels this name spells out
+ * itself are marked, and pointers may only land on marked bytes: a name
+ * then never runs through a record's TTL, so aging a parsed message can
+ * not change how it parses. */
 static int
-name_walk(const uint8_t *msg, size_t len, size_t *off, char *out, size_t outlen)
+name_walk(const uint8_t *msg, size_t len, size_t *off, char *out, size_t outlen, uint8_t *marks)
 {
     size_t pos = *off, limit = *off, end = 0, wire = 1, o = 0;
     int hops = 0;
@@ -79,6 +90,8 @@ name_walk(const uint8_t *msg, size_t len, size_t *off, char *out, size_t outlen)
     for (;;) {
         if (pos >= len)
             return -1;
+        if (marks != NULL && hops == 0)
+            marks[pos >> 3] |= (uint8_t)(1u << (pos & 7));
         unsigned c = msg[pos];
         if (c == 0)
             break;
@@ -87,6 +100,8 @@ name_walk(const uint8_t *msg, size_t len, size_t *off, char *out, size_t outlen)
                 return -1;
             size_t ptr = (size_t)(c & 0x3F) << 8 | msg[pos + 1];
             if (ptr < DNS_HEADER_LEN || ptr >= limit || ++hops > MAX_HOPS)
+                return -1;
+            if (marks != NULL && !marked(marks, ptr))
                 return -1;
             if (hops == 1)
                 end = pos + 2;
@@ -124,7 +139,7 @@ dns_name_read(const uint8_t *msg, size_t len, size_t *off, char *out, size_t out
 {
     if (out == NULL || outlen == 0)
         return -1;
-    return name_walk(msg, len, off, out, outlen);
+    return name_walk(msg, len, off, out, outlen, NULL);
 }
 
 static inline int
@@ -188,7 +203,7 @@ dns_name_write(uint8_t *out, size_t cap, const char *name)
  * name in rdata may point backwards anywhere, so checking it against
  * |end| as the message length is exact. */
 static int
-check_rdata(const uint8_t *buf, const struct dns_rr *rr)
+check_rdata(const uint8_t *buf, const struct dns_rr *rr, uint8_t *marks)
 {
     size_t p = rr->rdata_off, end = p + rr->rdlen;
 
@@ -206,24 +221,30 @@ check_rdata(const uint8_t *buf, const struct dns_rr *rr)
             return -1;
         p += 2;
         break;
+    case TYPE_SRV: /* its target is never compressed, but others may point into it */
+        if (rr->rdlen < 6)
+            return -1;
+        p += 6;
+        break;
     case DNS_TYPE_SOA:
-        if (name_walk(buf, end, &p, NULL, 0) < 0 || name_walk(buf, end, &p, NULL, 0) < 0)
+        if (name_walk(buf, end, &p, NULL, 0, marks) < 0 ||
+            name_walk(buf, end, &p, NULL, 0, marks) < 0)
             return -1;
         return end - p == 20 ? 0 : -1;
     default:
         return 0;
     }
-    if (name_walk(buf, end, &p, NULL, 0) < 0)
+    if (name_walk(buf, end, &p, NULL, 0, marks) < 0)
         return -1;
     return p == end ? 0 : -1;
 }
 
 static int
-parse_rr(const uint8_t *buf, size_t len, size_t *off, struct dns_rr *rr)
+parse_rr(const uint8_t *buf, size_t len, size_t *off, struct dns_rr *rr, uint8_t *marks)
 {
     size_t p = *off;
 
-    if (name_walk(buf, len, &p, rr->name, sizeof(rr->name)) < 0 || len - p < RR_FIXED)
+    if (name_walk(buf, len, &p, rr->name, sizeof(rr->name), marks) < 0 || len - p < RR_FIXED)
         return -1;
     rr->type = get16(buf + p);
     rr->klass = get16(buf + p + 2);
@@ -237,19 +258,20 @@ parse_rr(const uint8_t *buf, size_t len, size_t *off, struct dns_rr *rr)
     /* RFC 2181 8: a TTL with the top bit set means zero (OPT's is flags). */
     if (rr->ttl > 0x7FFFFFFFu && rr->type != DNS_TYPE_OPT)
         rr->ttl = 0;
-    if (check_rdata(buf, rr) < 0)
+    if (check_rdata(buf, rr, marks) < 0)
         return -1;
     *off = rr->rdata_off + rr->rdlen;
     return 0;
 }
 
 static int
-parse_question(struct dns_msg *m, const uint8_t *buf, size_t len, size_t *off)
+parse_question(struct dns_msg *m, const uint8_t *buf, size_t len, size_t *off, uint8_t *marks)
 {
     char skip[DNS_NAME_MAX + 1];
     int first = *off == DNS_HEADER_LEN;
 
-    if (name_walk(buf, len, off, first ? m->qname : skip, sizeof(skip)) < 0 || len - *off < 4)
+    if (name_walk(buf, len, off, first ? m->qname : skip, sizeof(skip), marks) < 0 ||
+        len - *off < 4)
         return -1;
     if (first) {
         m->qtype = get16(buf + *off);
@@ -276,9 +298,10 @@ int
 dns_msg_parse(struct dns_msg *m, const uint8_t *buf, size_t len)
 {
     struct dns_rr scratch;
+    uint8_t marks[DNS_MSG_MAX / 8 + 1]; /* only the first len / 8 + 1 are used */
     size_t off = DNS_HEADER_LEN;
 
-    if (len < DNS_HEADER_LEN)
+    if (len < DNS_HEADER_LEN || len > DNS_MSG_MAX)
         return -1;
     m->id = get16(buf);
     m->flags = get16(buf + 2);
@@ -292,9 +315,10 @@ dns_msg_parse(struct dns_msg *m, const uint8_t *buf, size_t len)
     m->has_edns = 0;
     m->edns_udp_size = 0;
     m->nrr = m->nan = m->nns = 0;
+    memset(marks, 0, len / 8 + 1);
 
     for (size_t i = 0; i < m->qdcount; i++)
-        if (parse_question(m, buf, len, &off) < 0)
+        if (parse_question(m, buf, len, &off, marks) < 0)
             return -1;
     /* Each record takes at least 11 bytes: refuse impossible counts early. */
     size_t nan = m->ancount, nns = m->nscount, total = nan + nns + m->arcount;
@@ -302,7 +326,7 @@ dns_msg_parse(struct dns_msg *m, const uint8_t *buf, size_t len)
         return -1;
     for (size_t i = 0; i < total; i++) {
         struct dns_rr *rr = m->nrr < DNS_MAX_RRS ? &m->rr[m->nrr] : &scratch;
-        if (parse_rr(buf, len, &off, rr) < 0)
+        if (parse_rr(buf, len, &off, rr, marks) < 0)
             return -1;
         if (rr->type == DNS_TYPE_OPT && note_opt(m, rr, i >= nan + nns) < 0)
             return -1;
@@ -483,7 +507,7 @@ dns_msg_truncate(uint8_t *msg, size_t len, size_t max)
      * backwards, so cutting after any of them leaves no dangling pointer. */
     while (kept < qd) {
         size_t p = off;
-        if (name_walk(msg, len, &p, NULL, 0) < 0 || p + 4 > max)
+        if (name_walk(msg, len, &p, NULL, 0, NULL) < 0 || p + 4 > max)
             break;
         off = p + 4;
         kept++;
@@ -558,7 +582,7 @@ dns_msg_age(uint8_t *buf, size_t len, const struct dns_msg *m, uint32_t elapsed,
     /* Records past DNS_MAX_RRS were not kept: walk them in |buf|. */
     off = m->rr[m->nrr - 1].rdata_off + m->rr[m->nrr - 1].rdlen;
     for (size_t i = m->nrr; i < total; i++) {
-        if (name_walk(buf, len, &off, NULL, 0) < 0 || len - off < RR_FIXED)
+        if (name_walk(buf, len, &off, NULL, 0, NULL) < 0 || len - off < RR_FIXED)
             return;
         uint32_t ttl = get32(buf + off + 4);
         if (get16(buf + off) != DNS_TYPE_OPT)
@@ -579,7 +603,7 @@ static const struct {
     {DNS_TYPE_MX, "MX"},
     {DNS_TYPE_TXT, "TXT"},
     {DNS_TYPE_AAAA, "AAAA"},
-    {33, "SRV"},
+    {TYPE_SRV, "SRV"},
     {DNS_TYPE_OPT, "OPT"},
     {43, "DS"},
     {46, "RRSIG"},

@@ -185,13 +185,14 @@ start_tls(struct outbound_open *o, int fd)
         .nalpn = o->p->type == OUTBOUND_HTTP ? 1 : 0,
         .skip_verify = o->p->skip_cert_verify,
     };
-    if (o->env->tls == NULL) {
+    struct tls_ctx *anchors = o->p->anchors ? o->p->anchors : o->env->tls;
+    if (anchors == NULL) {
         close(fd);
         fail(o, EPROTO, "tls: no trust store loaded");
         return;
     }
     o->state = O_TLS;
-    o->th = tls_client_start(o->env->tls, o->env->loop, fd, &to, on_tls, o);
+    o->th = tls_client_start(anchors, o->env->loop, fd, &to, on_tls, o);
     if (o->th == NULL)
         fail(o, ENOMEM, "out of memory");
 }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 
 #include "flow/flow-t.h"
+
+struct tls_ctx;
 #include "outbound/stream.h"
 
 enum outbound_proto {
@@ -37,6 +39,7 @@ struct outbound_proxy {
     int tls;                       /* http: an https proxy; trojan: always */
     char sni[256];                 /* "" = the server's name (none for an IP) */
     int skip_cert_verify;
+    struct tls_ctx *anchors;       /* its own trust anchors (ca = "file"), owned; NULL: the system's */
     int udp;                       /* UDP flows may use this proxy */
     /* Shadowsocks: the cipher and the master key from the password
      * (EVP_BytesToKey with MD5), filled at load. */

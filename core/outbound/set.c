@@ -6,6 +6,7 @@
 
 #include "flow/flow.h"
 #include "outbound/set_int.h"
+#include "tls/tls.h"
 
 /* In a group without checks a down mark from report() would never be
  * lifted (a down member gets no traffic, so no success report): it expires
@@ -64,6 +65,8 @@ set_free(struct outbound_set *s)
         free(s->groups[i].m);
     }
     free(s->groups);
+    for (size_t i = 0; i < s->nproxies; i++)
+        tls_ctx_free(s->proxies[i].anchors);
     free(s->proxies);
     free(s->names);
     free(s->use_at);

@@ -5,6 +5,7 @@
 
 #include "engine/log.h"
 #include "outbound/set.h"
+#include "tls/tls.h"
 #include "script/script_int.h"
 
 /* chute.proxy "name" { ... } and chute.group "name" { ... }: each field is
@@ -24,14 +25,14 @@ static const struct field common_fields[] = {
     {"type", LUA_TSTRING}, {"server", LUA_TSTRING}, {"port", LUA_TNUMBER}, {"udp", LUA_TBOOLEAN},
 };
 static const struct field socks_fields[] = {{"username", LUA_TSTRING}, {"password", LUA_TSTRING}};
-static const struct field http_fields[] = {{"username", LUA_TSTRING},
-                                           {"password", LUA_TSTRING},
-                                           {"tls", LUA_TBOOLEAN},
-                                           {"sni", LUA_TSTRING},
-                                           {"skip_cert_verify", LUA_TBOOLEAN}};
+static const struct field http_fields[] = {
+    {"username", LUA_TSTRING}, {"password", LUA_TSTRING},         {"tls", LUA_TBOOLEAN},
+    {"sni", LUA_TSTRING},      {"skip_cert_verify", LUA_TBOOLEAN}, {"ca", LUA_TSTRING}};
 static const struct field ss_fields[] = {{"cipher", LUA_TSTRING}, {"password", LUA_TSTRING}};
-static const struct field trojan_fields[] = {
-    {"password", LUA_TSTRING}, {"sni", LUA_TSTRING}, {"skip_cert_verify", LUA_TBOOLEAN}};
+static const struct field trojan_fields[] = {{"password", LUA_TSTRING},
+                                             {"sni", LUA_TSTRING},
+                                             {"skip_cert_verify", LUA_TBOOLEAN},
+                                             {"ca", LUA_TSTRING}};
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -131,6 +132,25 @@ check_keys(lua_State *L, int t, const struct field *extra, size_t nextra, const 
     return NULL;
 }
 
+/* ca = "file.pem" (relative to the bundle): the anchors this proxy's
+ * certificate is checked against instead of the system's. */
+static const char *
+read_ca(lua_State *L, struct script *s, int t, struct outbound_proxy *p)
+{
+    const char *ca = opt_string(L, t, "ca");
+    if (ca == NULL)
+        return NULL;
+    char path[4096], err[256];
+    if (ca[0] != '/' && script_bundle_path(s, ca, path, sizeof(path)) != 0)
+        return lua_pushfstring(L, "ca: '%s' is not a path inside the bundle", ca);
+    if (ca[0] == '/')
+        snprintf(path, sizeof(path), "%s", ca);
+    p->anchors = tls_ctx_new(path, err, sizeof(err));
+    if (p->anchors == NULL)
+        return lua_pushfstring(L, "ca: %s", err);
+    return NULL;
+}
+
 static const char *
 read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
 {
@@ -176,6 +196,9 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
     if (sni != NULL)
         snprintf(p->sni, sizeof(p->sni), "%s", sni);
     p->skip_cert_verify = opt_bool(L, t, "skip_cert_verify");
+    const char *cae = p->tls || p->type == OUTBOUND_TROJAN ? read_ca(L, script_of(L), t, p) : NULL;
+    if (cae != NULL)
+        return cae;
     if (pass != NULL && strlen(pass) > 255)
         return "password: at most 255 bytes";
     if (user != NULL && (strlen(user) == 0 || strlen(user) > 255))
@@ -235,8 +258,10 @@ l_proxy(lua_State *L)
     struct outbound_proxy *p = &np[s->nproxies];
     memset(p, 0, sizeof(*p));
     const char *e = read_proxy(L, 2, name, p);
-    if (e != NULL)
+    if (e != NULL) {
+        tls_ctx_free(p->anchors);
         return fail_at(L, "chute.proxy \"%s\": %s", name, e);
+    }
     declared_at(L, p->where, sizeof(p->where));
     s->nproxies++;
     if (p->skip_cert_verify)
@@ -439,6 +464,8 @@ script_proxies_free(struct script *s)
     s->set = NULL;
     for (size_t i = 0; s->groups != NULL && i < s->ngroups; i++)
         free(s->groups[i].members);
+    for (size_t i = 0; s->proxies != NULL && i < s->nproxies; i++)
+        tls_ctx_free(s->proxies[i].anchors);
     free(s->proxies);
     free(s->groups);
     s->proxies = NULL;

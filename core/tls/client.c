@@ -1,7 +1,7 @@
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,35 +16,18 @@
  * serves as the handshake handle and, once done, as the stream. */
 
 #define ALPN_MAX 8
-#define EE_MAX (64 * 1024) /* a larger end-entity certificate is refused */
-
-/* The certificate check: BearSSL's minimal validator against the name we
- * choose (not necessarily the SNI), plus an iPAddress SAN check it lacks;
- * or, with skip_verify, nothing but extracting the server key. */
-struct x509_wrap {
-    const br_x509_class *vtable; /* first: BearSSL passes &vtable around */
-    union {
-        br_x509_minimal_context minimal;
-        br_x509_decoder_context dec; /* skip_verify: EE key only */
-    } u;
-    const char *name; /* DNS name for the validator, NULL for none */
-    unsigned char ip[16];
-    size_t iplen; /* 4 or 16 when the host is an IP literal */
-    int skip, ncert;
-    unsigned char *ee; /* the EE certificate, kept for the SAN check */
-    size_t ee_len, ee_cap;
-};
 
 struct tls_conn {
     struct outbound_stream s; /* first: handed out as the stream */
     br_ssl_client_context cc;
-    struct x509_wrap xw;
+    struct tls_x509 xw;
     struct tls_ctx *ctx; /* during the handshake only */
     tls_handshake_cb cb;
     void *cb_arg;
     ev_io hs_io; /* handshake: READ and/or WRITE as the engine asks */
     ev_io wio;   /* stream: sends what the socket did not take */
     int start_err, err;
+    const char *start_why;
     unsigned shut : 1, shut_done : 1, want_drain : 1, read_stalled : 1, resumed : 1;
     size_t offered_len;
     unsigned char offered_id[32];
@@ -59,222 +42,42 @@ struct tls_conn {
 
 #define CONN_OF(p, member) ((struct tls_conn *)((char *)(p) - offsetof(struct tls_conn, member)))
 
-/* ---- certificate check ------------------------------------------------ */
-
-/* Reads one DER TLV at *p (< end): 0 with the tag and value, or -1. Only
- * low tag numbers and definite lengths of up to 4 bytes, which covers
- * every element on the way to the SAN. */
-static int
-der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
-         const unsigned char **val, size_t *len)
-{
-    const unsigned char *q = *p;
-    if (end - q < 2 || (q[0] & 0x1f) == 0x1f)
-        return -1;
-    *tag = *q++;
-    size_t l = *q++;
-    if (l & 0x80) {
-        size_t n = l & 0x7f;
-        if (n == 0 || n > 4 || (size_t)(end - q) < n)
-            return -1;
-        for (l = 0; n > 0; n--)
-            l = (l << 8) | *q++;
-    }
-    if ((size_t)(end - q) < l)
-        return -1;
-    *val = q;
-    *len = l;
-    *p = q + l;
-    return 0;
-}
-
-/* 1 if the subjectAltName of the certificate |der| lists the address
- * |ip|, 0 if not or if the certificate cannot be walked. */
-static int
-san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip, size_t iplen)
-{
-    static const unsigned char san_oid[] = {0x55, 0x1d, 0x11}; /* 2.5.29.17 */
-    const unsigned char *p = der, *end = der + len, *v;
-    size_t l;
-    unsigned tag;
-    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Certificate */
-        return 0;
-    p = v, end = v + l;
-    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* TBSCertificate */
-        return 0;
-    p = v, end = v + l;
-    while (p < end) { /* to extensions [3] */
-        if (der_next(&p, end, &tag, &v, &l) != 0)
-            return 0;
-        if (tag == 0xa3)
-            break;
-    }
-    if (tag != 0xa3)
-        return 0;
-    p = v, end = v + l;
-    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Extensions */
-        return 0;
-    p = v, end = v + l;
-    while (p < end) {
-        const unsigned char *e, *eend, *oid, *val;
-        size_t oidlen, vlen;
-        if (der_next(&p, end, &tag, &e, &l) != 0 || tag != 0x30)
-            return 0;
-        eend = e + l;
-        if (der_next(&e, eend, &tag, &oid, &oidlen) != 0 || tag != 0x06)
-            return 0;
-        if (oidlen != sizeof(san_oid) || memcmp(oid, san_oid, oidlen) != 0)
-            continue;
-        if (der_next(&e, eend, &tag, &val, &vlen) != 0)
-            return 0;
-        if (tag == 0x01 && der_next(&e, eend, &tag, &val, &vlen) != 0) /* critical */
-            return 0;
-        if (tag != 0x04)
-            return 0;
-        const unsigned char *g = val, *gend = val + vlen;
-        if (der_next(&g, gend, &tag, &v, &l) != 0 || tag != 0x30) /* GeneralNames */
-            return 0;
-        g = v, gend = v + l;
-        while (g < gend) {
-            if (der_next(&g, gend, &tag, &v, &l) != 0)
-                return 0;
-            if (tag == 0x87 && l == iplen && memcmp(v, ip, iplen) == 0) /* iPAddress */
-                return 1;
-        }
-        return 0;
-    }
-    return 0;
-}
-
-#define XW(ctx) ((struct x509_wrap *)(void *)(ctx))
-
-static void
-xw_start_chain(const br_x509_class **ctx, const char *server_name)
-{
-    struct x509_wrap *w = XW(ctx);
-    w->ncert = 0;
-    w->ee_len = 0;
-    /* The engine passes the SNI; the certificate must match the host. */
-    if (!w->skip)
-        w->u.minimal.vtable->start_chain(&w->u.minimal.vtable, w->name);
-}
-
-static void
-xw_start_cert(const br_x509_class **ctx, uint32_t length)
-{
-    struct x509_wrap *w = XW(ctx);
-    if (w->ncert == 0) {
-        if (w->skip) {
-            br_x509_decoder_init(&w->u.dec, NULL, NULL);
-        } else if (w->iplen != 0 && length <= EE_MAX) {
-            free(w->ee);
-            w->ee = malloc(length ? length : 1);
-            w->ee_cap = w->ee ? length : 0;
-            w->ee_len = 0;
-        }
-    }
-    if (!w->skip)
-        w->u.minimal.vtable->start_cert(&w->u.minimal.vtable, length);
-}
-
-static void
-xw_append(const br_x509_class **ctx, const unsigned char *buf, size_t len)
-{
-    struct x509_wrap *w = XW(ctx);
-    if (w->ncert == 0) {
-        if (w->skip)
-            br_x509_decoder_push(&w->u.dec, buf, len);
-        else if (w->ee != NULL && len <= w->ee_cap - w->ee_len) {
-            memcpy(w->ee + w->ee_len, buf, len);
-            w->ee_len += len;
-        }
-    }
-    if (!w->skip)
-        w->u.minimal.vtable->append(&w->u.minimal.vtable, buf, len);
-}
-
-static void
-xw_end_cert(const br_x509_class **ctx)
-{
-    struct x509_wrap *w = XW(ctx);
-    if (!w->skip)
-        w->u.minimal.vtable->end_cert(&w->u.minimal.vtable);
-    w->ncert++;
-}
-
-static unsigned
-xw_end_chain(const br_x509_class **ctx)
-{
-    struct x509_wrap *w = XW(ctx);
-    unsigned r;
-    if (w->skip) {
-        if (w->ncert == 0)
-            return BR_ERR_X509_EMPTY_CHAIN;
-        if (br_x509_decoder_get_pkey(&w->u.dec) != NULL)
-            return 0;
-        r = (unsigned)br_x509_decoder_last_error(&w->u.dec);
-        return r ? r : BR_ERR_X509_TRUNCATED;
-    }
-    r = w->u.minimal.vtable->end_chain(&w->u.minimal.vtable);
-    if (r == 0 && w->iplen != 0 &&
-        (w->ee == NULL || !san_has_ip(w->ee, w->ee_len, w->ip, w->iplen)))
-        r = BR_ERR_X509_BAD_SERVER_NAME;
-    free(w->ee);
-    w->ee = NULL;
-    w->ee_cap = w->ee_len = 0;
-    return r;
-}
-
-static const br_x509_pkey *
-xw_get_pkey(const br_x509_class *const *ctx, unsigned *usages)
-{
-    struct x509_wrap *w = XW(ctx);
-    if (w->skip) {
-        if (usages != NULL)
-            *usages = BR_KEYTYPE_KEYX | BR_KEYTYPE_SIGN;
-        return br_x509_decoder_get_pkey(&w->u.dec);
-    }
-    return w->u.minimal.vtable->get_pkey(&w->u.minimal.vtable, usages);
-}
-
-static const br_x509_class xw_vtable = {
-    sizeof(struct x509_wrap), xw_start_chain, xw_start_cert, xw_append,
-    xw_end_cert,              xw_end_chain,   xw_get_pkey,
-};
-
-/* ---- common ------------------------------------------------------------- */
-
 static void
 conn_free(struct tls_conn *c)
 {
-    free(c->xw.ee);
+    tls_x509_fini(&c->xw);
     free(c->alpn_store);
     explicit_bzero(c, sizeof(*c)); /* keys and the master secret */
     free(c);
 }
 
-/* Errno and text for an engine that closed during the handshake. */
+static const char closed_why[] = "tls: connection closed during handshake";
+
+/* Errno and reason for an engine that closed during the handshake. The
+ * known reasons are static strings; others are formatted into |buf|,
+ * which lives until the callback returns. */
 static int
-hs_reason(int e, char *why, size_t n)
+hs_reason(int e, char *buf, size_t n, const char **why)
 {
     switch (e) {
     case BR_ERR_OK:
-        snprintf(why, n, "tls: connection closed during handshake");
+        *why = closed_why;
         return ECONNRESET;
     case BR_ERR_RECV_FATAL_ALERT + BR_ALERT_PROTOCOL_VERSION:
-        snprintf(why, n, "tls: server requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2 only)");
+        *why = "tls: server requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2 only)";
         return EPROTONOSUPPORT;
     case BR_ERR_X509_NOT_TRUSTED:
-        snprintf(why, n, "tls: certificate not trusted");
+        *why = "tls: certificate not trusted";
         return EPROTO;
     case BR_ERR_X509_BAD_SERVER_NAME:
-        snprintf(why, n, "tls: certificate is for another name");
+        *why = "tls: certificate is for another name";
         return EPROTO;
     case BR_ERR_X509_EXPIRED:
-        snprintf(why, n, "tls: certificate expired");
+        *why = "tls: certificate expired";
         return EPROTO;
     default:
-        snprintf(why, n, "tls: handshake failed (BearSSL error %d)", e);
+        snprintf(buf, n, "tls: handshake failed (BearSSL error %d)", e);
+        *why = buf;
         return EPROTO;
     }
 }
@@ -299,7 +102,7 @@ would_block(int e)
 /* ---- handshake ---------------------------------------------------------- */
 
 static void
-hs_fail(struct tls_conn *c, int err)
+hs_fail(struct tls_conn *c, int err, const char *why)
 {
     struct tls_ctx *t = c->ctx;
     ev_io_stop(c->s.loop, &c->hs_io);
@@ -310,18 +113,19 @@ hs_fail(struct tls_conn *c, int err)
         tls_session_forget(t->sessions, c->key, c->keylen);
     close(c->s.fd);
     c->s.fd = -1;
-    c->cb(c->cb_arg, NULL, err, c->why);
+    c->cb(c->cb_arg, NULL, err, why);
     conn_free(c);
 }
 
 static void
 hs_fail_errno(struct tls_conn *c, int err)
 {
-    if (err == ECONNRESET || err == EPIPE)
-        snprintf(c->why, sizeof(c->why), "tls: connection closed during handshake");
-    else
-        snprintf(c->why, sizeof(c->why), "tls: %s during handshake", strerror(err));
-    hs_fail(c, err);
+    if (err == ECONNRESET || err == EPIPE) {
+        hs_fail(c, err, closed_why);
+        return;
+    }
+    snprintf(c->why, sizeof(c->why), "tls: %s during handshake", strerror(err));
+    hs_fail(c, err, c->why);
 }
 
 static const struct outbound_stream_ops tls_stream_ops;
@@ -345,15 +149,14 @@ hs_done(struct tls_conn *c)
     t->stats.handshakes++;
     if (c->resumed)
         t->stats.resumed++;
-    free(c->xw.ee);
-    c->xw.ee = NULL;
+    tls_x509_fini(&c->xw);
     c->ctx = NULL;
     c->s.ops = &tls_stream_ops;
     ev_io_init(&c->wio, on_writable, c->s.fd, EV_WRITE);
     c->cb(c->cb_arg, &c->s, 0, NULL);
 }
 
-/* The pump of notes §3.4 until nothing moves, then waits for the socket
+/* Moves records both ways until nothing moves, then waits for the socket
  * in the direction(s) the engine needs. */
 static void
 hs_step(struct tls_conn *c)
@@ -361,7 +164,7 @@ hs_step(struct tls_conn *c)
     br_ssl_engine_context *eng = &c->cc.eng;
     int want;
     if (c->start_err) {
-        hs_fail(c, c->start_err);
+        hs_fail(c, c->start_err, c->start_why);
         return;
     }
     for (;;) {
@@ -370,8 +173,9 @@ hs_step(struct tls_conn *c)
         size_t len;
         ssize_t n;
         if (st & BR_SSL_CLOSED) {
-            int err = hs_reason(br_ssl_engine_last_error(eng), c->why, sizeof(c->why));
-            hs_fail(c, err);
+            const char *why;
+            int err = hs_reason(br_ssl_engine_last_error(eng), c->why, sizeof(c->why), &why);
+            hs_fail(c, err, why);
             return;
         }
         if (st & BR_SSL_SENDAPP) {
@@ -407,10 +211,10 @@ hs_step(struct tls_conn *c)
         }
         break;
     }
-    if (want == 0) { /* the engine wants nothing: cannot progress */
-        hs_fail(c, hs_reason(br_ssl_engine_last_error(eng) ? br_ssl_engine_last_error(eng)
-                                                           : BR_ERR_BAD_STATE,
-                             c->why, sizeof(c->why)));
+    if (want == 0) { /* the engine wants nothing: it cannot progress */
+        const char *why;
+        int e = br_ssl_engine_last_error(eng);
+        hs_fail(c, hs_reason(e ? e : BR_ERR_BAD_STATE, c->why, sizeof(c->why), &why), why);
         return;
     }
     if ((c->hs_io.events & (EV_READ | EV_WRITE)) != want || !ev_is_active(&c->hs_io)) {
@@ -451,7 +255,7 @@ static const char *
 start_fail(struct tls_conn *c, const char *why)
 {
     c->start_err = EINVAL;
-    snprintf(c->why, sizeof(c->why), "tls: %s", why);
+    c->start_why = why;
     return why;
 }
 
@@ -462,18 +266,18 @@ copy_alpn(struct tls_conn *c, const struct tls_client_opts *o)
 {
     size_t total = 0;
     if (o->nalpn > ALPN_MAX)
-        return "too many ALPN names";
+        return "tls: too many ALPN names";
     for (size_t i = 0; i < o->nalpn; i++) {
         size_t l = o->alpn[i] ? strlen(o->alpn[i]) : 0;
         if (l == 0 || l > 255)
-            return "bad ALPN name";
+            return "tls: bad ALPN name";
         total += l + 1;
     }
     if (o->nalpn == 0)
         return NULL;
     c->alpn_store = malloc(total);
     if (c->alpn_store == NULL)
-        return "out of memory";
+        return "tls: out of memory";
     char *p = c->alpn_store;
     for (size_t i = 0; i < o->nalpn; i++) {
         size_t l = strlen(o->alpn[i]) + 1;
@@ -535,12 +339,12 @@ tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct t
     if (sni == NULL && c->xw.iplen == 0)
         sni = host;
     if (host[0] == '\0' || strlen(host) >= sizeof(c->host) || (sni && strlen(sni) > 255))
-        bad = start_fail(c, "bad host or SNI");
+        bad = start_fail(c, "tls: bad host or SNI");
     else if ((bad = copy_alpn(c, o)) != NULL)
         start_fail(c, bad);
     else if ((c->keylen = tls_session_key(c->key, sizeof(c->key), host, o->port, sni,
                                           o->skip_verify)) == 0)
-        bad = start_fail(c, "bad host or SNI");
+        bad = start_fail(c, "tls: bad host or SNI");
     if (bad != NULL) {
         /* Reported from the loop: never from inside this call. */
         ev_io_start(loop, &c->hs_io);
@@ -556,9 +360,7 @@ tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct t
     br_ssl_engine_set_buffer(eng, c->iobuf, sizeof(c->iobuf), 1);
     if (o->nalpn != 0)
         br_ssl_engine_set_protocol_names(eng, c->alpn, o->nalpn);
-    c->xw.vtable = &xw_vtable;
-    c->xw.skip = o->skip_verify != 0;
-    c->xw.name = c->xw.iplen ? NULL : c->host;
+    tls_x509_init(&c->xw, c->xw.iplen ? NULL : c->host, o->skip_verify);
     br_ssl_engine_set_x509(eng, &c->xw.vtable);
 
     br_ssl_session_parameters p;
@@ -569,9 +371,8 @@ tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct t
         memcpy(c->offered_id, p.session_id, sizeof(c->offered_id));
         explicit_bzero(&p, sizeof(p));
     }
-    if (!br_ssl_client_reset(&c->cc, sni, resume)) {
-        /* The engine is closed now; hs_step reports its error. */
-    }
+    /* On failure the engine is closed and hs_step reports its error. */
+    (void)br_ssl_client_reset(&c->cc, sni, resume);
     ev_io_start(loop, &c->hs_io);
     return (struct tls_handshake *)c;
 }
@@ -650,6 +451,8 @@ st_read(struct outbound_stream *s, void *out, size_t cap)
     br_ssl_engine_context *eng = &c->cc.eng;
     if (c->err)
         return fail_with(c->err);
+    if (cap == 0)
+        return 0; /* as read(2); BearSSL forbids empty acks */
     for (;;) {
         size_t len;
         unsigned char *buf = br_ssl_engine_recvapp_buf(eng, &len);
@@ -750,24 +553,16 @@ st_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
 
 /* BearSSL 0.6 discards application data that arrives after its
  * close_notify went out, until the peer's close_notify: the TLS 1.2 close
- * is not a true half-close. */
+ * is not a true half-close. So the client's end of data does not become a
+ * close_notify here (the server's answer would be lost); it goes out with
+ * st_close, once the relay has read the server's side to its end. */
 static int
 st_shutdown(struct outbound_stream *s)
 {
     struct tls_conn *c = (struct tls_conn *)s;
-    if (c->shut)
-        return 0;
     if (c->err)
         return (int)fail_with(c->err);
-    c->shut = 1;
-    br_ssl_engine_close(&c->cc.eng);
-    int r = send_records(c, 1);
-    if (r < 0)
-        return (int)fail_with(c->err);
-    if (r > 0) {
-        shutdown(c->s.fd, SHUT_WR);
-        c->shut_done = 1;
-    }
+    c->shut = 1; /* no more writes */
     return 0;
 }
 
@@ -792,7 +587,7 @@ st_close(struct outbound_stream *s, int reset)
         /* close_notify, best effort, so the server keeps the session.
          * Unread input makes close() send a RST that could overtake it:
          * drain what already arrived first. */
-        if (!c->shut && !c->err && !(br_ssl_engine_current_state(&c->cc.eng) & BR_SSL_CLOSED))
+        if (!c->err && !(br_ssl_engine_current_state(&c->cc.eng) & BR_SSL_CLOSED))
             br_ssl_engine_close(&c->cc.eng);
         if (!c->err)
             send_records(c, 0);

@@ -26,6 +26,29 @@ int tls_trust_load(const char *path, br_x509_trust_anchor **out, size_t *n, char
                    size_t errlen);
 void tls_trust_free(br_x509_trust_anchor *tas, size_t n);
 
+/* The certificate check, a br_x509_class: BearSSL's minimal validator
+ * against |name| (not necessarily the SNI), plus the iPAddress SAN check it
+ * lacks; or, with |skip|, nothing but extracting the server key. Embedded in
+ * the connection; br_ssl_client_init_full(&cc, &w->u.minimal, ...) first. */
+struct tls_x509 {
+    const br_x509_class *vtable; /* first: BearSSL passes &vtable around */
+    union {
+        br_x509_minimal_context minimal;
+        br_x509_decoder_context dec; /* skip: the EE key only */
+    } u;
+    const char *name;  /* DNS name the EE must carry; NULL for none */
+    unsigned char ip[16];
+    size_t iplen;      /* 4 or 16: the EE must list this iPAddress */
+    int skip, ncert;
+    unsigned char *ee; /* the EE certificate, kept for the SAN check */
+    size_t ee_len, ee_cap;
+};
+
+/* |name| is linked, not copied. Set ip/iplen before the handshake. */
+void tls_x509_init(struct tls_x509 *w, const char *name, int skip);
+/* Frees the kept certificate (the context stays usable). */
+void tls_x509_fini(struct tls_x509 *w);
+
 /* Session cache key: host, port, SNI and whether the certificate was
  * checked (a session from an unchecked handshake never resumes a checked
  * one). The key is binary (NUL separators); its length is returned, 0 if it

@@ -5,7 +5,11 @@
 
 #include "tls/tls_int.h"
 
+/* What a server must prove: the trust anchors, and the certificate check
+ * that runs against them. */
+
 #define SYSTEM_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define EE_MAX (64 * 1024) /* a larger end-entity certificate is refused */
 #define SESSION_CACHE_SIZE 256
 
 /* A growable byte buffer fed by BearSSL's PEM and X.509 decoders. */
@@ -192,6 +196,208 @@ tls_trust_load(const char *path, br_x509_trust_anchor **out, size_t *n, char *er
     *n = l.n;
     return 0;
 }
+
+/* ---- certificate check ------------------------------------------------- */
+
+/* Reads one DER TLV at *p (< end): 0 with the tag and value, or -1. Only
+ * low tag numbers and definite lengths of up to 4 bytes, which covers
+ * every element on the way to the SAN. */
+static int
+der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
+         const unsigned char **val, size_t *len)
+{
+    const unsigned char *q = *p;
+    if (end - q < 2 || (q[0] & 0x1f) == 0x1f)
+        return -1;
+    *tag = *q++;
+    size_t l = *q++;
+    if (l & 0x80) {
+        size_t n = l & 0x7f;
+        if (n == 0 || n > 4 || (size_t)(end - q) < n)
+            return -1;
+        for (l = 0; n > 0; n--)
+            l = (l << 8) | *q++;
+    }
+    if ((size_t)(end - q) < l)
+        return -1;
+    *val = q;
+    *len = l;
+    *p = q + l;
+    return 0;
+}
+
+/* 1 if the subjectAltName of the certificate |der| lists the address
+ * |ip|, 0 if not or if the certificate cannot be walked. */
+static int
+san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip, size_t iplen)
+{
+    static const unsigned char san_oid[] = {0x55, 0x1d, 0x11}; /* 2.5.29.17 */
+    const unsigned char *p = der, *end = der + len, *v;
+    size_t l;
+    unsigned tag;
+    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Certificate */
+        return 0;
+    p = v, end = v + l;
+    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* TBSCertificate */
+        return 0;
+    p = v, end = v + l;
+    while (p < end) { /* to extensions [3] */
+        if (der_next(&p, end, &tag, &v, &l) != 0)
+            return 0;
+        if (tag == 0xa3)
+            break;
+    }
+    if (tag != 0xa3)
+        return 0;
+    p = v, end = v + l;
+    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Extensions */
+        return 0;
+    p = v, end = v + l;
+    while (p < end) {
+        const unsigned char *e, *eend, *oid, *val;
+        size_t oidlen, vlen;
+        if (der_next(&p, end, &tag, &e, &l) != 0 || tag != 0x30)
+            return 0;
+        eend = e + l;
+        if (der_next(&e, eend, &tag, &oid, &oidlen) != 0 || tag != 0x06)
+            return 0;
+        if (oidlen != sizeof(san_oid) || memcmp(oid, san_oid, oidlen) != 0)
+            continue;
+        if (der_next(&e, eend, &tag, &val, &vlen) != 0)
+            return 0;
+        if (tag == 0x01 && der_next(&e, eend, &tag, &val, &vlen) != 0) /* critical */
+            return 0;
+        if (tag != 0x04)
+            return 0;
+        const unsigned char *g = val, *gend = val + vlen;
+        if (der_next(&g, gend, &tag, &v, &l) != 0 || tag != 0x30) /* GeneralNames */
+            return 0;
+        g = v, gend = v + l;
+        while (g < gend) {
+            if (der_next(&g, gend, &tag, &v, &l) != 0)
+                return 0;
+            if (tag == 0x87 && l == iplen && memcmp(v, ip, iplen) == 0) /* iPAddress */
+                return 1;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* The class methods get &w->vtable, the first member. */
+#define XW(ctx) ((struct tls_x509 *)(void *)(ctx))
+
+static void
+xw_start_chain(const br_x509_class **ctx, const char *server_name)
+{
+    struct tls_x509 *w = XW(ctx);
+    w->ncert = 0;
+    w->ee_len = 0;
+    /* The engine passes the SNI; the certificate must match the host. */
+    if (!w->skip)
+        w->u.minimal.vtable->start_chain(&w->u.minimal.vtable, w->name);
+}
+
+static void
+xw_start_cert(const br_x509_class **ctx, uint32_t length)
+{
+    struct tls_x509 *w = XW(ctx);
+    if (w->ncert == 0) {
+        if (w->skip) {
+            br_x509_decoder_init(&w->u.dec, NULL, NULL);
+        } else if (w->iplen != 0 && length <= EE_MAX) {
+            free(w->ee);
+            w->ee = malloc(length ? length : 1);
+            w->ee_cap = w->ee ? length : 0;
+            w->ee_len = 0;
+        }
+    }
+    if (!w->skip)
+        w->u.minimal.vtable->start_cert(&w->u.minimal.vtable, length);
+}
+
+static void
+xw_append(const br_x509_class **ctx, const unsigned char *buf, size_t len)
+{
+    struct tls_x509 *w = XW(ctx);
+    if (w->ncert == 0) {
+        if (w->skip)
+            br_x509_decoder_push(&w->u.dec, buf, len);
+        else if (w->ee != NULL && len <= w->ee_cap - w->ee_len) {
+            memcpy(w->ee + w->ee_len, buf, len);
+            w->ee_len += len;
+        }
+    }
+    if (!w->skip)
+        w->u.minimal.vtable->append(&w->u.minimal.vtable, buf, len);
+}
+
+static void
+xw_end_cert(const br_x509_class **ctx)
+{
+    struct tls_x509 *w = XW(ctx);
+    if (!w->skip)
+        w->u.minimal.vtable->end_cert(&w->u.minimal.vtable);
+    w->ncert++;
+}
+
+static unsigned
+xw_end_chain(const br_x509_class **ctx)
+{
+    struct tls_x509 *w = XW(ctx);
+    unsigned r;
+    if (w->skip) {
+        if (w->ncert == 0)
+            return BR_ERR_X509_EMPTY_CHAIN;
+        if (br_x509_decoder_get_pkey(&w->u.dec) != NULL)
+            return 0;
+        r = (unsigned)br_x509_decoder_last_error(&w->u.dec);
+        return r ? r : BR_ERR_X509_TRUNCATED;
+    }
+    r = w->u.minimal.vtable->end_chain(&w->u.minimal.vtable);
+    if (r == 0 && w->iplen != 0 &&
+        (w->ee == NULL || !san_has_ip(w->ee, w->ee_len, w->ip, w->iplen)))
+        r = BR_ERR_X509_BAD_SERVER_NAME;
+    free(w->ee);
+    w->ee = NULL;
+    w->ee_cap = w->ee_len = 0;
+    return r;
+}
+
+static const br_x509_pkey *
+xw_get_pkey(const br_x509_class *const *ctx, unsigned *usages)
+{
+    struct tls_x509 *w = XW(ctx);
+    if (w->skip) {
+        if (usages != NULL)
+            *usages = BR_KEYTYPE_KEYX | BR_KEYTYPE_SIGN;
+        return br_x509_decoder_get_pkey(&w->u.dec);
+    }
+    return w->u.minimal.vtable->get_pkey(&w->u.minimal.vtable, usages);
+}
+
+static const br_x509_class xw_vtable = {
+    sizeof(struct tls_x509), xw_start_chain, xw_start_cert, xw_append,
+    xw_end_cert,              xw_end_chain,   xw_get_pkey,
+};
+
+void
+tls_x509_init(struct tls_x509 *w, const char *name, int skip)
+{
+    w->vtable = &xw_vtable;
+    w->name = name;
+    w->skip = skip != 0;
+}
+
+void
+tls_x509_fini(struct tls_x509 *w)
+{
+    free(w->ee);
+    w->ee = NULL;
+    w->ee_cap = w->ee_len = 0;
+}
+
+/* ---- context ------------------------------------------------------------- */
 
 struct tls_ctx *
 tls_ctx_new(const char *ca_file, char *err, size_t errlen)

@@ -108,6 +108,7 @@ chute.on_dns = nil
 ---@field tls? boolean           http: speak TLS to the proxy (same as type "https")
 ---@field sni? string            trojan, https: the name sent and checked (default: server)
 ---@field skip_cert_verify? boolean  trojan, https: accept any certificate (warned at load)
+---@field ca? string             trojan, https: a PEM file of CA certificates (in the bundle) to check the server against instead of the system's
 
 --- Declares a proxy; route() and groups use it by name. Fields are checked
 --- at load, with file:line.

@@ -10,6 +10,7 @@
 #   socks_start PORT [ARGS...]     microsocks on $SRV4:PORT (-u U -P P: auth)
 #   tinyproxy_start PORT [USER PASS]  tinyproxy on $SRV4:PORT, CONNECT to
 #                            the nginx ports only; Basic auth with USER PASS
+#                            (no spaces); TINY_EXTRA: more config lines
 #   tcp_relay_start PORT TARGET_PORT [FLIP_AT]   a python TCP relay on
 #                            $SRV4:PORT to $SRV4:TARGET_PORT; with FLIP_AT,
 #                            byte FLIP_AT of each server -> client stream is
@@ -56,6 +57,7 @@ tinyproxy_start() {
         echo "ConnectPort $HTTP_PORT"
         echo "ConnectPort $ALT_PORT"
         [ -n "$user" ] && echo "BasicAuth $user $pass"
+        [ -n "${TINY_EXTRA:-}" ] && printf '%s\n' "$TINY_EXTRA"
     } >"$conf"
     bg_in "$NS_SRV" "$NETNS_TMP/tinyproxy-$port.log" tinyproxy -d -c "$conf"
     wait_tcp "$NS_SRV" "$SRV4" "$port" 10 || fail "tinyproxy did not start on :$port: $(tail -n 5 "$NETNS_TMP/tinyproxy-$port.log")"

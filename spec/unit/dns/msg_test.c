@@ -109,6 +109,16 @@ test_bad_pointers(void **state)
     assert_int_equal(dns_name_read(pair, sizeof(pair), &off, name, sizeof(name)), -1);
     off = 12;
     assert_int_equal(dns_name_read(pair, sizeof(pair), &off, name, sizeof(name)), -1);
+    /* A pointer to bytes no name spelled out (here a TTL of 0, which reads
+     * as the root): aging would change what such a name says. */
+    static const uint8_t ttl[] = {0, 1, 0x81, 0x80, 0, 1, 0, 2, 0, 0, 0, 0,
+                                  1, 'a', 0, 0, 1, 0, 1,
+                                  0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 1, 2, 3, 4,
+                                  0xc0, 0x19, 0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 1, 2, 3, 4};
+    assert_int_equal(dns_msg_parse(&m, ttl, sizeof(ttl)), -1);
+    off = 35;
+    assert_int_equal(dns_name_read(ttl, sizeof(ttl), &off, name, sizeof(name)), 0);
+    assert_string_equal(name, "");
     /* A long backward chain of pointers is cut by the hop bound. */
     uint8_t hops[12 + 2 * 100 + 1] = {0};
     hops[12] = 0;
