@@ -39,18 +39,41 @@ same_server(const struct script_dns *a, const struct script_dns *b)
     return 1;
 }
 
+static void
+resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro)
+{
+    dns_resolver_opts_default(ro);
+    memcpy(ro->upstream, cfg->dns.upstream, sizeof(ro->upstream));
+    ro->nupstream = cfg->dns.nupstream;
+    snprintf(ro->interface, sizeof(ro->interface), "%s", cfg->out_interface);
+    ro->fwmark = cfg->out_fwmark;
+    ro->timeout = cfg->dns.timeout;
+    ro->cache_entries = cfg->dns.cache;
+}
+
+static struct dns_server *
+server_new(struct engine *e, const struct script_dns *d, char *err, size_t errlen)
+{
+    struct dns_server_opts so = {
+        .mode = (enum dns_mode)d->mode,
+        .fake_ttl = d->fake_ttl,
+        .fake_max = d->fake_max,
+        .state_file = d->state_file,
+        .exclude = (const char *const *)d->exclude,
+        .nexclude = d->nexclude,
+        .listen = d->has_listen ? &d->listen : NULL,
+    };
+    snprintf(so.range4, sizeof(so.range4), "%s", d->range4);
+    snprintf(so.range6, sizeof(so.range6), "%s", d->range6);
+    return dns_server_new(e->loop, e->dns, &so, err, errlen);
+}
+
 int
 engine_dns_load(struct engine *e, const struct script_config *old, const struct script_config *cfg,
                 char *err, size_t errlen)
 {
     struct dns_resolver_opts ro;
-    dns_resolver_opts_default(&ro);
-    memcpy(ro.upstream, cfg->dns.upstream, sizeof(ro.upstream));
-    ro.nupstream = cfg->dns.nupstream;
-    snprintf(ro.interface, sizeof(ro.interface), "%s", cfg->out_interface);
-    ro.fwmark = cfg->out_fwmark;
-    ro.timeout = cfg->dns.timeout;
-    ro.cache_entries = cfg->dns.cache;
+    resolver_opts(cfg, &ro);
     if (dns_resolver_configure(e->dns, &ro, err, errlen) != 0)
         return -1;
     if (!cfg->dns.enabled) {
@@ -59,22 +82,24 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
         return 0;
     }
     if (e->dnss == NULL || old == NULL || !same_server(&old->dns, &cfg->dns)) {
-        struct dns_server_opts so = {
-            .mode = (enum dns_mode)cfg->dns.mode,
-            .fake_ttl = cfg->dns.fake_ttl,
-            .fake_max = cfg->dns.fake_max,
-            .state_file = cfg->dns.state_file,
-            .exclude = (const char *const *)cfg->dns.exclude,
-            .nexclude = cfg->dns.nexclude,
-            .listen = cfg->dns.has_listen ? &cfg->dns.listen : NULL,
-        };
-        snprintf(so.range4, sizeof(so.range4), "%s", cfg->dns.range4);
-        snprintf(so.range6, sizeof(so.range6), "%s", cfg->dns.range6);
-        /* The old server saves its mappings before the new one reads them. */
+        /* The old server saves its mappings (and frees its listener's
+         * port) before the new one reads them (and binds it). */
         dns_server_free(e->dnss);
-        e->dnss = dns_server_new(e->loop, e->dns, &so, err, errlen);
-        if (e->dnss == NULL)
+        e->dnss = server_new(e, &cfg->dns, err, errlen);
+        if (e->dnss == NULL) {
+            /* The reload fails and the running bundle stays: so do its
+             * resolver settings and its DNS server, rebuilt from its state. */
+            if (old != NULL) {
+                char ignored[256];
+                resolver_opts(old, &ro);
+                dns_resolver_configure(e->dns, &ro, ignored, sizeof(ignored));
+                if (old->dns.enabled) {
+                    e->dnss = server_new(e, &old->dns, ignored, sizeof(ignored));
+                    engine_dns_hook(e); /* e->script is still the running one */
+                }
+            }
             return -1;
+        }
     }
     return 0;
 }

@@ -70,8 +70,10 @@ int flow_relay_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, 
  * splice mode). A client EOF becomes the stream's shutdown op once every
  * byte was taken; the stream's end becomes shutdown(SHUT_WR) on the client.
  * Each direction moves at most 256 KiB per wake-up before yielding to the
- * loop. Returns 0, or -1 when out of memory (|client_fd| and |up| are then
- * still the caller's). */
+ * loop. When both directions end ("done") the stream is closed with
+ * close(0) right after its shutdown op, so close(0) must still send what
+ * the stream holds. Returns 0, or -1 when out of memory (|client_fd| and
+ * |up| are then still the caller's). */
 int flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop, int client_fd,
                             struct outbound_stream *up, const void *pre_up, size_t pre_up_len,
                             const void *pre_down, size_t pre_down_len, uint64_t *up_count,

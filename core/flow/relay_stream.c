@@ -351,8 +351,6 @@ flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop, int client_f
     r->_running = 1;
     r->_idle_timeout = idle;
     r->_last = ev_now(loop);
-    /* The splice half stays inert; flow_relay_stop dispatches on _st. */
-    r->_up._src = r->_up._dst = r->_down._src = r->_down._dst = -1;
     t->r = r;
     t->s = up;
     t->cfd = client_fd;

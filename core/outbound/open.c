@@ -94,7 +94,8 @@ static void
 on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct outbound_open *o = CONTAINER(w, struct outbound_open, timer);
-    fail(o, ETIMEDOUT, o->state == O_CONNECT ? "connect timeout"
+    fail(o, ETIMEDOUT, o->state == O_CONNECT ? (o->p != NULL ? "proxy server: connect timeout"
+                                                             : "connect timeout")
                        : o->state == O_TLS   ? "tls handshake timeout"
                                              : "proxy handshake timeout");
 }
@@ -197,13 +198,35 @@ start_tls(struct outbound_open *o, int fd)
         fail(o, ENOMEM, "out of memory");
 }
 
+/* A failed connection to a proxy's server: say so, or the log reads as if
+ * the destination had refused ("connect example.com:443: Connection
+ * refused" when it was the proxy). Static texts, as |why| must be. */
+static const char *
+proxy_connect_why(int err, const char *why)
+{
+    switch (err) {
+    case ECONNREFUSED:
+        return "proxy server refused the connection";
+    case ETIMEDOUT:
+        return "proxy server: connect timeout";
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+        return "proxy server unreachable";
+    case ECONNRESET:
+        return "proxy server reset the connection";
+    default:
+        return why != NULL && strstr(why, "name") != NULL ? "proxy server: name not resolved"
+                                                         : "connection to the proxy server failed";
+    }
+}
+
 static void
 on_connected(void *arg, int fd, int err, const char *why)
 {
     struct outbound_open *o = arg;
     o->oc = NULL;
     if (fd < 0) {
-        fail(o, err, why);
+        fail(o, err, o->p != NULL ? proxy_connect_why(err, why) : why);
         return;
     }
     if (o->p == NULL) { /* DIRECT */

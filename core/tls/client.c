@@ -29,6 +29,8 @@ struct tls_conn {
     int start_err, err;
     const char *start_why;
     unsigned shut : 1, shut_done : 1, want_drain : 1, read_stalled : 1, resumed : 1;
+    unsigned lingering : 1;  /* closed by the owner; the last records still go out */
+    ev_timer linger;
     size_t offered_len;
     unsigned char offered_id[32];
     size_t keylen;
@@ -413,6 +415,14 @@ send_records(struct tls_conn *c, int arm)
     return 1;
 }
 
+static void finish_close(struct tls_conn *c);
+
+static void
+on_linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    finish_close(CONN_OF(w, linger));
+}
+
 static void
 on_writable(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -421,6 +431,10 @@ on_writable(struct ev_loop *loop, ev_io *w, int revents)
     if (r == 0)
         return;
     ev_io_stop(loop, w);
+    if (c->lingering) {
+        finish_close(c);
+        return;
+    }
     if (r > 0 && c->shut && !c->shut_done) {
         shutdown(c->s.fd, SHUT_WR);
         c->shut_done = 1;
@@ -589,12 +603,31 @@ st_close(struct outbound_stream *s, int reset)
          * drain what already arrived first. */
         if (!c->err && !(br_ssl_engine_current_state(&c->cc.eng) & BR_SSL_CLOSED))
             br_ssl_engine_close(&c->cc.eng);
-        if (!c->err)
-            send_records(c, 0);
-        for (int i = 0; i < 4 && recv(c->s.fd, c->iobuf, sizeof(c->iobuf), MSG_DONTWAIT) > 0; i++)
-            ;
-        close(c->s.fd);
+        if (!c->err && send_records(c, 0) == 0) {
+            /* Records the socket has not taken yet (the relay's last bytes,
+             * the close_notify): sent in the background, for 10 s at most. */
+            c->lingering = 1;
+            c->s.on_drain = NULL;
+            ev_io_start(c->s.loop, &c->wio);
+            ev_timer_init(&c->linger, on_linger_timeout, 10.0, 0);
+            ev_timer_start(c->s.loop, &c->linger);
+            return;
+        }
+        finish_close(c);
+        return;
     }
+    conn_free(c);
+}
+
+static void
+finish_close(struct tls_conn *c)
+{
+    ev_io_stop(c->s.loop, &c->wio);
+    if (c->lingering)
+        ev_timer_stop(c->s.loop, &c->linger);
+    for (int i = 0; i < 4 && recv(c->s.fd, c->iobuf, sizeof(c->iobuf), MSG_DONTWAIT) > 0; i++)
+        ;
+    close(c->s.fd);
     conn_free(c);
 }
 

@@ -207,6 +207,10 @@ check "load-balance with ssA down (lb has no checks of its own): the first flow 
 n0=$(flow_lines "" | wc -l)
 out=$(lb_run)
 assert_match "^bad=[01]$" "$out" "lb flows that failed with ssA down (at most the first)"
+if [ "$out" = bad=1 ]; then
+    assert_log "flow [0-9]+: connect 10\.200\.0\.[0-9]+:9201: proxy server refused the connection" \
+        "the failed flow's log line blames the proxy server, not the destination"
+fi
 sleep 0.3
 groups_read
 assert_match "^lb=load-balance ssA=down ssB=" "$(group_line lb)" "lb marked ssA down after the failed connection"
