@@ -162,10 +162,11 @@ void dns_server_set_hook(struct dns_server *s, dns_hook_fn fn, void *arg);
 typedef void (*dns_answer_cb)(const void *ctx, const uint8_t *msg, size_t len);
 #define DNS_CTX_MAX 64
 /* Answers the query message |q|: at once (fake-IP, hook, cache) or when the
- * upstream does. |max| is the largest reply the transport takes: 0 for UDP
- * (the requester's EDNS0 size, or 512), 65535 for TCP. A message that cannot be
+ * upstream does. |max| is the largest reply the transport takes (TCP:
+ * 65535); with |udp| the requester's EDNS0 size (512 without it, 4096 at
+ * most) bounds it too, and a larger answer is truncated (TC). A message that cannot be
  * answered (no header) gets no callback. */
-void dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max,
+void dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max, int udp,
                       dns_answer_cb cb, const void *ctx, size_t ctx_len);
 
 /* Fake-IP: 1 if |ip| is in a fake range; the name it stands for (or NULL:

@@ -19,6 +19,7 @@
 #define SLOT 1500          /* an inline UDP answer; larger ones go out alone */
 #define TCP_IDLE 10.0
 #define TCP_MAX_CONNS 256
+#define TCP_QUEUE_MAX 65536 /* answers queued before the connection stops reading */
 
 struct dns_tcp_conn {
     struct dns_tcp_conn *next;
@@ -98,15 +99,15 @@ on_udp(struct ev_loop *loop, ev_io *w, int revents)
         for (int i = 0; i < n; i++) {
             peers[i].len = msgs[i].msg_hdr.msg_namelen;
             /* max 0: the asker's EDNS0 size bounds the answer (server.c). */
-            dns_server_query(s, in[i], msgs[i].msg_len, 0, udp_answer, &peers[i],
+            dns_server_query(s, in[i], msgs[i].msg_len, DNS_MSG_MAX, 1, udp_answer, &peers[i],
                              sizeof(peers[i]));
         }
         out.active = 0;
         for (unsigned sent = 0; sent < out.n;) {
             int k = sendmmsg(s->udp_fd, out.msg + sent, out.n - sent, MSG_DONTWAIT);
-            if (k <= 0)
+            if (k < 0 && errno == EAGAIN)
                 break; /* a full socket buffer: UDP answers may be lost */
-            sent += (unsigned)k;
+            sent += k > 0 ? (unsigned)k : 1; /* one bad destination: skip it */
         }
         out.n = 0;
         if (n < BATCH)
@@ -157,6 +158,7 @@ tcp_flush(struct dns_tcp_conn *c)
     }
     c->woff = c->wlen = 0;
     ev_io_stop(c->s->loop, &c->wr);
+    ev_io_start(c->s->loop, &c->rd);
 }
 
 static void
@@ -181,6 +183,8 @@ tcp_answer(const void *ctx, const uint8_t *msg, size_t len)
     c->wbuf[c->wlen + 1] = (uint8_t)len;
     memcpy(c->wbuf + c->wlen + 2, msg, len);
     c->wlen += 2 + len;
+    if (c->wlen - c->woff > TCP_QUEUE_MAX)
+        ev_io_stop(c->s->loop, &c->rd); /* a client that asks but never reads */
     tcp_flush(c);
 }
 
@@ -208,7 +212,7 @@ on_tcp_read(struct ev_loop *loop, ev_io *w, int revents)
             struct dns_server *s;
             uint64_t id;
         } k = {s, id};
-        dns_server_query(s, c->rbuf + off + 2, len, DNS_MSG_MAX, tcp_answer, &k, sizeof(k));
+        dns_server_query(s, c->rbuf + off + 2, len, DNS_MSG_MAX, 0, tcp_answer, &k, sizeof(k));
         if ((c = tcp_find(s, id)) == NULL)
             return; /* closed while answering */
         off += 2 + len;

@@ -19,6 +19,7 @@
 struct hook_entry {
     struct hook_entry *next;
     struct dns_hook_result r;
+    uint16_t qtype;
     char name[];
 };
 
@@ -28,6 +29,7 @@ struct pending {
     dns_answer_cb cb;
     size_t max;
     size_t ctx_len;
+    int edns;        /* the asker sent an OPT record */
     struct pending *prev, *next;
     struct dns_query *q;
     unsigned char ctx[DNS_CTX_MAX];
@@ -57,15 +59,16 @@ hook_clear(struct dns_server *s)
     s->nhooks = 0;
 }
 
-/* chute.on_dns, once per name: the decision is cached until a reload. */
+/* chute.on_dns, once per name and type: the decision is cached until a
+ * reload. */
 static const struct dns_hook_result *
 hook_lookup(struct dns_server *s, const char *name, uint16_t qtype)
 {
     if (s->hook == NULL)
         return NULL;
-    uint32_t b = hash_name(name) % DNS_HOOK_BUCKETS;
+    uint32_t b = (hash_name(name) ^ qtype) % DNS_HOOK_BUCKETS;
     for (struct hook_entry *h = s->hooks[b]; h != NULL; h = h->next)
-        if (strcmp(h->name, name) == 0)
+        if (h->qtype == qtype && strcmp(h->name, name) == 0)
             return &h->r;
     if (s->nhooks >= HOOK_CACHE_MAX)
         hook_clear(s); /* a flood of distinct names: start over rather than grow */
@@ -75,6 +78,7 @@ hook_lookup(struct dns_server *s, const char *name, uint16_t qtype)
         return NULL;
     memset(&h->r, 0, sizeof(h->r));
     memcpy(h->name, name, n);
+    h->qtype = qtype;
     s->hook(s->hook_arg, name, qtype, &h->r);
     h->next = s->hooks[b];
     s->hooks[b] = h;
@@ -117,6 +121,25 @@ unlink_pending(struct dns_server *s, struct pending *p)
         p->next->prev = p->prev;
 }
 
+/* The upstream answered chute's own query, which had an OPT record; an
+ * asker who sent none must get none back (RFC 6891 7). The OPT record is
+ * the last one in practice: only then is it cut. */
+static size_t
+strip_opt(struct dns_server *s, uint8_t *msg, size_t len)
+{
+    struct dns_msg *m = &s->msg;
+    if (dns_msg_parse(m, msg, len) != 0 || !m->has_edns || m->nrr == 0)
+        return len;
+    const struct dns_rr *rr = &m->rr[m->nrr - 1];
+    size_t start = rr->rdata_off - 11; /* root owner (1), type, class, TTL, rdlength */
+    if (rr->type != DNS_TYPE_OPT || rr->rdata_off + rr->rdlen != len || rr->rdata_off < 11 ||
+        m->arcount == 0)
+        return len;
+    msg[10] = (uint8_t)((m->arcount - 1) >> 8);
+    msg[11] = (uint8_t)(m->arcount - 1);
+    return start;
+}
+
 static void
 on_forwarded(void *arg, const uint8_t *resp, size_t len, const char *err)
 {
@@ -126,6 +149,8 @@ on_forwarded(void *arg, const uint8_t *resp, size_t len, const char *err)
     if (resp != NULL) {
         uint8_t *out = s->out;
         memcpy(out, resp, len);
+        if (!p->edns)
+            len = strip_opt(s, out, len);
         reply(p->cb, p->ctx, out, (int)len, p->max);
     } else if (dns_msg_parse(&s->msg, p->query, p->qlen) == 0) {
         /* SERVFAIL keeps clients from waiting out their own timeout. */
@@ -150,6 +175,7 @@ forward(struct dns_server *s, const uint8_t *q, size_t len, size_t max, dns_answ
     p->cb = cb;
     p->max = max;
     p->ctx_len = ctx_len;
+    p->edns = s->msg.has_edns; /* s->msg holds this query, parsed by the caller */
     memcpy(p->ctx, ctx, ctx_len);
     p->qlen = len;
     memcpy(p->query, q, len);
@@ -183,7 +209,7 @@ hook_answer(struct dns_server *s, const struct dns_msg *m, const struct dns_hook
 }
 
 void
-dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max,
+dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max, int udp,
                  dns_answer_cb cb, const void *ctx, size_t ctx_len)
 {
     struct dns_msg *m = &s->msg;
@@ -193,12 +219,14 @@ dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max,
         return;
     }
     int parsed = dns_msg_parse(m, q, len) == 0;
-    if (max == 0) /* UDP: what the asker said it takes (RFC 6891), 512 without EDNS0 */
-        max = parsed && m->has_edns ? m->edns_udp_size : DNS_UDP_MAX;
+    if (udp) { /* what the asker said it takes (RFC 6891), 512 without EDNS0 */
+        size_t said = parsed && m->has_edns ? m->edns_udp_size : DNS_UDP_MAX;
+        said = said < DNS_UDP_MAX ? DNS_UDP_MAX : said > 4096 ? 4096 : said;
+        if (said < max)
+            max = said;
+    }
     if (max < DNS_UDP_MAX)
         max = DNS_UDP_MAX;
-    if (max > 4096 && max < DNS_MSG_MAX)
-        max = 4096;
     if (!parsed || m->qdcount != 1 || (m->flags & DNS_FLAG_QR)) {
         s->st.formerr++;
         if (q[2] & 0x80) /* a response sent to us: never answer one (loops) */

@@ -144,8 +144,11 @@ engine_dns_udp(struct engine *e, const struct ip_view *v)
     struct tun_ctx c = {.e = e, .version = v->version, .sport = v->sport, .dport = v->dport};
     memcpy(c.src, v->src, v->version == 4 ? 4 : 16);
     memcpy(c.dst, v->dst, v->version == 4 ? 4 : 16);
-    /* Answers must fit the TUN's MTU: UDP has no fragments here. */
-    dns_server_query(e->dnss, v->payload, v->payload_len, 0, on_tun_answer, &c, sizeof(c));
+    /* Answers must fit the TUN's MTU (no fragments here): larger ones are
+     * truncated and the client asks again over TCP. */
+    size_t hdr = v->version == 4 ? 28 : 48, mtu = (size_t)tun_mtu(e->tun);
+    dns_server_query(e->dnss, v->payload, v->payload_len, mtu > hdr + 512 ? mtu - hdr : 512, 1,
+                     on_tun_answer, &c, sizeof(c));
     return 1;
 }
 
@@ -155,10 +158,17 @@ engine_dns_tcp(struct engine *e, struct flow *f)
     if (e->dnss == NULL || f->dst.port != 53 || !script_config(e->script)->dns.hijack)
         return 0;
     const struct sockaddr_storage *ss = dns_server_tcp_addr(e->dnss);
-    const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
-    f->dst.kind = FLOW_ADDR_IP4;
-    memcpy(f->dst.ip, &in->sin_addr, 4);
-    f->dst.port = ntohs(in->sin_port);
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+        f->dst.kind = FLOW_ADDR_IP6;
+        memcpy(f->dst.ip, &in6->sin6_addr, 16);
+        f->dst.port = ntohs(in6->sin6_port);
+    } else {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        f->dst.kind = FLOW_ADDR_IP4;
+        memcpy(f->dst.ip, &in->sin_addr, 4);
+        f->dst.port = ntohs(in->sin_port);
+    }
     f->policy = FLOW_POLICY_DIRECT;
     f->rule = "dns";
     return 1;

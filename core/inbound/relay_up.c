@@ -35,5 +35,9 @@ inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
                  : flow_relay_start(r, e->loop, fd, up->fd, pre_up, pre_up_len, down, down_len,
                                     &f->bytes_up, &f->bytes_down, idle, done, arg);
     free(joined);
+    /* The relays leave |pre_down| out of the count; the destination's early
+     * bytes in it are the flow's all the same (as the TUN path counts them). */
+    if (rc == 0)
+        f->bytes_down += up->extra_len;
     return rc;
 }

@@ -586,7 +586,9 @@ on_connected(void *arg, const struct outbound_result *r)
         }
         c->state = C_OPEN;
         ev_io_start(eng()->loop, &c->urd);
-        if (flush_rx(c) == LIVE && c->stash_len > 0) /* the bytes kept while sniffing go first */
+        /* The bytes kept while sniffing go first; a proxy's early bytes follow. */
+        if (flush_rx(c) == LIVE &&
+            (c->stash_len > 0 || (c->us != NULL && outbound_stream_pending(c->us) > 0)))
             pump_tx(c);
         return;
     }

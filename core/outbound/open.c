@@ -41,7 +41,7 @@ struct outbound_open {
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
 static void
-release(struct outbound_open *o)
+stop(struct outbound_open *o)
 {
     struct ev_loop *loop = o->env->loop;
     ev_timer_stop(loop, &o->timer);
@@ -54,9 +54,26 @@ release(struct outbound_open *o)
         outbound_hs_cancel(o->hs);
     if (o->s != NULL)
         outbound_stream_close(o->s, 1);
+}
+
+static void
+release(struct outbound_open *o)
+{
+    stop(o);
     if (o->set != NULL)
         outbound_set_unref(o->set);
     free(o);
+}
+
+/* Whether a failure is the proxy's (it goes down in its groups) or the
+ * destination's, which the proxy only reported: a refused or unreachable
+ * target, or a slow one, says nothing of the proxy's health. */
+static int
+proxy_fault(const struct outbound_open *o, int err)
+{
+    if (err == 0 || o->state != O_HANDSHAKE)
+        return err != 0;
+    return err != ECONNREFUSED && err != EHOSTUNREACH && err != ENETUNREACH && err != ETIMEDOUT;
 }
 
 static void
@@ -65,11 +82,16 @@ deliver(struct outbound_open *o)
     struct outbound_result r = o->res;
     outbound_open_cb cb = o->cb;
     void *arg = o->arg;
-    if (o->set != NULL && o->p != NULL)
-        outbound_set_report(o->set, o->policy, r.err != 0);
-    o->oc = NULL, o->th = NULL, o->hs = NULL, o->s = NULL; /* delivered or gone */
+    struct outbound_set *set = o->set;
+    if (set != NULL && o->p != NULL)
+        outbound_set_report(set, o->policy, proxy_fault(o, r.err));
+    /* What was handed over is no longer in |o|; the rest is cancelled. The
+     * set outlives the callback: r.via points into it. */
+    o->set = NULL;
     release(o);
     cb(arg, &r);
+    if (set != NULL)
+        outbound_set_unref(set);
 }
 
 static void

@@ -116,8 +116,12 @@ read_strings(lua_State *L, int t, const char *k, char ***out, size_t *n)
         size_t len = lua_rawlen(L, -1);
         *out = calloc(len ? len : 1, sizeof(char *));
         for (size_t i = 0; *out != NULL && i < len; i++) {
-            lua_rawgeti(L, -1, (lua_Integer)i + 1);
-            (*out)[(*n)++] = strdup(lua_tostring(L, -1));
+            /* Checked at chute.config(), but the table may have changed since. */
+            if (lua_rawgeti(L, -1, (lua_Integer)i + 1) == LUA_TSTRING) {
+                char *v = strdup(lua_tostring(L, -1));
+                if (v != NULL)
+                    (*out)[(*n)++] = v;
+            }
             lua_pop(L, 1);
         }
     }
@@ -181,8 +185,8 @@ script_dns_read(struct script *s, int t, char *err, size_t errlen)
     if (lua_getfield(L, k, "upstream") == LUA_TTABLE) {
         size_t n = lua_rawlen(L, -1);
         for (size_t i = 0; i < n && d->nupstream < SCRIPT_DNS_MAX_UPSTREAMS; i++) {
-            lua_rawgeti(L, -1, (lua_Integer)i + 1);
-            if (parse_upstream(lua_tostring(L, -1), &d->upstream[d->nupstream]) == 0)
+            if (lua_rawgeti(L, -1, (lua_Integer)i + 1) == LUA_TSTRING &&
+                parse_upstream(lua_tostring(L, -1), &d->upstream[d->nupstream]) == 0)
                 d->nupstream++;
             lua_pop(L, 1);
         }

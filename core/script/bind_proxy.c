@@ -154,7 +154,10 @@ read_ca(lua_State *L, struct script *s, int t, struct outbound_proxy *p)
 static const char *
 read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
 {
-    const char *type = opt_string(L, t, "type");
+    lua_getfield(L, t, "type");
+    int tt = lua_type(L, -1);
+    lua_pop(L, 1);
+    const char *type = tt == LUA_TSTRING ? opt_string(L, t, "type") : NULL;
     if (type == NULL)
         return "needs a type (socks5, http, https, shadowsocks, trojan)";
     const struct field *extra;
@@ -185,7 +188,8 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
     lua_Integer port = lua_tointegerx(L, -1, &isnum);
     lua_pop(L, 1);
     if (!isnum || port < 1 || port > 65535)
-        return "needs a port (an integer 1..65535)";
+        return lua_pushfstring(L, "port %s: expected an integer 1..65535",
+                               isnum ? lua_pushfstring(L, "%I", port) : "missing or not a number");
     if (flow_addr_from_host(&p->server, server, strlen(server), (uint16_t)port) != 0)
         return lua_pushfstring(L, "server '%s' is not a name or an IP address", server);
     p->udp = opt_bool(L, t, "udp");
@@ -243,6 +247,8 @@ l_proxy(lua_State *L)
     struct script *s = script_of(L);
     const char *name = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
+    if (s->set != NULL)
+        return fail_at(L, "chute.proxy \"%s\": proxies are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_proxy *)0)->name))
         return fail_at(L, "chute.proxy: names are 1..63 bytes");
     if (name_taken(s, name))
@@ -363,6 +369,8 @@ l_group(lua_State *L)
     struct script *s = script_of(L);
     const char *name = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
+    if (s->set != NULL)
+        return fail_at(L, "chute.group \"%s\": groups are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_group_cfg *)0)->name))
         return fail_at(L, "chute.group: names are 1..63 bytes");
     if (name_taken(s, name))
@@ -446,13 +454,14 @@ script_policy_name(const struct script *s, int policy)
 int
 script_proxies_finish(struct script *s, char *err, size_t errlen)
 {
+    /* The set owns the arrays from here, even when it fails. */
     s->set = outbound_set_new(s->proxies, s->nproxies, s->groups, s->ngroups);
+    s->proxies = NULL;
+    s->groups = NULL;
     if (s->set == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    s->proxies = NULL;
-    s->groups = NULL;
     return 0;
 }
 
