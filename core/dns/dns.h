@@ -173,6 +173,8 @@ void dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t
  * not mapped, e.g. recycled or from before a restart without state). */
 int dns_server_is_fake(const struct dns_server *s, const uint8_t *ip, int version);
 const char *dns_server_fake_name(struct dns_server *s, const uint8_t *ip, int version);
+/* Keeps |ip| (a TUN address) out of the fake-IP pool. */
+void dns_server_reserve(struct dns_server *s, const uint8_t *ip, int version);
 /* The TCP address the TUN's TCP/53 flows are sent to. */
 const struct sockaddr_storage *dns_server_tcp_addr(const struct dns_server *s);
 

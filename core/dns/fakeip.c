@@ -53,6 +53,8 @@ struct dns_fakeip {
     uint64_t seed;
     uint64_t allocated, recycled, hits;
     size_t name_bytes;             /* heap copies of long names */
+    uint32_t reserved[8];          /* slots never handed out (the TUN's own addresses) */
+    unsigned nreserved;
 };
 
 static void
@@ -286,19 +288,28 @@ slot_fill(struct dns_fakeip *f, uint32_t i, const char *name, size_t len, uint32
     return 0;
 }
 
+static int
+is_reserved(const struct dns_fakeip *f, uint32_t i)
+{
+    for (unsigned k = 0; k < f->nreserved; k++)
+        if (f->reserved[k] == i)
+            return 1;
+    return 0;
+}
+
 /* A slot for a new mapping: the next free one in address order while the
  * pool is not full, else the least recently used, dropped. Entries never
  * shrink except to be refilled, so the cursor sweeps the range about once. */
 static uint32_t
 slot_take(struct dns_fakeip *f)
 {
-    if (f->entries < f->capacity) {
+    if (f->entries + f->nreserved < f->capacity) {
         for (;;) {
             uint32_t i = f->cursor;
             if (chunk_need(f, i) < 0)
                 return NIL;
             f->cursor = i + 1 == f->capacity ? 0 : i + 1;
-            if (slot_at(f, i)->len == 0)
+            if (slot_at(f, i)->len == 0 && !is_reserved(f, i))
                 return i;
         }
     }
@@ -456,6 +467,22 @@ dns_fakeip_free(struct dns_fakeip *f)
     free(f->chunks);
     free(f->heads);
     free(f);
+}
+
+int
+dns_fakeip_reserve(struct dns_fakeip *f, const uint8_t *ip, int version)
+{
+    uint32_t i = index_of(f, ip, version);
+    if (i == NIL || f->nreserved == sizeof(f->reserved) / sizeof(f->reserved[0]))
+        return -1;
+    if (is_reserved(f, i))
+        return 0;
+    if (f->nreserved + 1 >= f->capacity)
+        return -1; /* the pool must keep an address to hand out */
+    if (live_slot(f, i) != NULL) /* loaded from the state file before we knew */
+        slot_drop(f, i);
+    f->reserved[f->nreserved++] = i;
+    return 0;
 }
 
 int

@@ -34,6 +34,11 @@ void dns_fakeip_free(struct dns_fakeip *f);
  * most recently used) or a new one. 0, or -1 (no v6 range, bad name). */
 int dns_fakeip_addr(struct dns_fakeip *f, const char *name, int version, uint8_t *out);
 
+/* Never hands out |ip| (an address chute's TUN has: packets to it never
+ * enter the TUN); a mapping it had is dropped. Up to 8. 0, or -1 (outside
+ * the pool, or no room). */
+int dns_fakeip_reserve(struct dns_fakeip *f, const uint8_t *ip, int version);
+
 /* The name mapped to |ip| (refreshed as most recently used), or NULL.
  * Valid until the next call that may recycle. */
 const char *dns_fakeip_name(struct dns_fakeip *f, const uint8_t *ip, int version);

@@ -19,7 +19,6 @@
 struct hook_entry {
     struct hook_entry *next;
     struct dns_hook_result r;
-    uint16_t qtype;
     char name[];
 };
 
@@ -59,16 +58,16 @@ hook_clear(struct dns_server *s)
     s->nhooks = 0;
 }
 
-/* chute.on_dns, once per name and type: the decision is cached until a
- * reload. */
+/* chute.on_dns, once per name (the issue's contract: a decision is about
+ * a name; q.type says which query asked first): cached until a reload. */
 static const struct dns_hook_result *
 hook_lookup(struct dns_server *s, const char *name, uint16_t qtype)
 {
     if (s->hook == NULL)
         return NULL;
-    uint32_t b = (hash_name(name) ^ qtype) % DNS_HOOK_BUCKETS;
+    uint32_t b = hash_name(name) % DNS_HOOK_BUCKETS;
     for (struct hook_entry *h = s->hooks[b]; h != NULL; h = h->next)
-        if (h->qtype == qtype && strcmp(h->name, name) == 0)
+        if (strcmp(h->name, name) == 0)
             return &h->r;
     if (s->nhooks >= HOOK_CACHE_MAX)
         hook_clear(s); /* a flood of distinct names: start over rather than grow */
@@ -78,7 +77,6 @@ hook_lookup(struct dns_server *s, const char *name, uint16_t qtype)
         return NULL;
     memset(&h->r, 0, sizeof(h->r));
     memcpy(h->name, name, n);
-    h->qtype = qtype;
     s->hook(s->hook_arg, name, qtype, &h->r);
     h->next = s->hooks[b];
     s->hooks[b] = h;
@@ -288,6 +286,13 @@ const char *
 dns_server_fake_name(struct dns_server *s, const uint8_t *ip, int version)
 {
     return s->fake != NULL ? dns_fakeip_name(s->fake, ip, version) : NULL;
+}
+
+void
+dns_server_reserve(struct dns_server *s, const uint8_t *ip, int version)
+{
+    if (s->fake != NULL && dns_fakeip_contains(s->fake, ip, version))
+        dns_fakeip_reserve(s->fake, ip, version);
 }
 
 void

@@ -52,8 +52,9 @@ resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro)
 }
 
 static struct dns_server *
-server_new(struct engine *e, const struct script_dns *d, char *err, size_t errlen)
+server_new(struct engine *e, const struct script_config *cfg, char *err, size_t errlen)
 {
+    const struct script_dns *d = &cfg->dns;
     struct dns_server_opts so = {
         .mode = (enum dns_mode)d->mode,
         .fake_ttl = d->fake_ttl,
@@ -65,7 +66,12 @@ server_new(struct engine *e, const struct script_dns *d, char *err, size_t errle
     };
     snprintf(so.range4, sizeof(so.range4), "%s", d->range4);
     snprintf(so.range6, sizeof(so.range6), "%s", d->range6);
-    return dns_server_new(e->loop, e->dns, &so, err, errlen);
+    struct dns_server *s = dns_server_new(e->loop, e->dns, &so, err, errlen);
+    /* The TUN's own addresses never reach the TUN: never hand them out. */
+    for (size_t i = 0; s != NULL && cfg->tun.enabled && i < cfg->tun.num_addrs; i++)
+        dns_server_reserve(s, cfg->tun.addrs[i].addr,
+                           cfg->tun.addrs[i].family == AF_INET ? 4 : 6);
+    return s;
 }
 
 int
@@ -85,7 +91,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
         /* The old server saves its mappings (and frees its listener's
          * port) before the new one reads them (and binds it). */
         dns_server_free(e->dnss);
-        e->dnss = server_new(e, &cfg->dns, err, errlen);
+        e->dnss = server_new(e, cfg, err, errlen);
         if (e->dnss == NULL) {
             /* The reload fails and the running bundle stays: so do its
              * resolver settings and its DNS server, rebuilt from its state. */
@@ -94,7 +100,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
                 resolver_opts(old, &ro);
                 dns_resolver_configure(e->dns, &ro, ignored, sizeof(ignored));
                 if (old->dns.enabled) {
-                    e->dnss = server_new(e, &old->dns, ignored, sizeof(ignored));
+                    e->dnss = server_new(e, old, ignored, sizeof(ignored));
                     engine_dns_hook(e); /* e->script is still the running one */
                 }
             }

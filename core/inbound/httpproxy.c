@@ -444,6 +444,11 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
     c->flow.dst = dst;
     flow_table_add(e->flows, &c->flow, ev_now(e->loop));
     c->flow_added = 1;
+    if (engine_flow_name(e, &c->flow) != 0) { /* a fake IP whose name is gone */
+        fail(c, 502, "Bad Gateway", NULL);
+        return -1;
+    }
+    dst = c->flow.dst;
     engine_route(e, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT) {
         fail(c, 403, "Forbidden", NULL);

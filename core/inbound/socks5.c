@@ -313,6 +313,10 @@ advance(struct conn *c)
             ev_io_stop(e->loop, &c->io);
             flow_table_add(e->flows, &c->flow, ev_now(e->loop));
             c->flow_added = 1;
+            if (engine_flow_name(e, &c->flow) != 0) { /* a fake IP whose name is gone */
+                fail(c, SOCKS5_REP_HOST_UNREACH, "fake IP without a name");
+                return -1;
+            }
             c->flow._sniffable = c->flow.dst.kind != FLOW_ADDR_NAME;
             engine_route(e, &c->flow);
             if ((c->flow._reads & FLOW_READ_HOST) && c->flow._sniffable)

@@ -16,8 +16,9 @@
 
 /* Two whole chunks: a partial one never blocks the next recv. */
 #define IN_CAP (SS_SALT_MAX + 2 * SS_CHUNK_MAX)
-/* Four chunks: several go out per send, and a slow socket holds back the
- * writer only after ~64 KiB. */
+/* Four chunks: the 64 KiB a relay hands over per writev is sealed and
+ * sent at once, and a slow socket holds the writer back only past that.
+ * With IN_CAP, ~97 KiB per stream. */
 #define OUT_CAP (SS_SALT_MAX + SS_ADDR_MAX + 4 * SS_CHUNK_MAX)
 /* No chunk smaller than this is cut for lack of room (34 bytes of
  * overhead each); a smaller write still gets its own chunk. */

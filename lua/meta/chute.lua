@@ -88,7 +88,7 @@ chute.route = nil
 
 ---@class chute.dns_query
 ---@field name string   lower case, no final dot
----@field type string   "A", "AAAA", "HTTPS", "TYPE99"...
+---@field type string   "A", "AAAA", "HTTPS", "TYPE99"...: the query that asked first (the decision holds for every type)
 
 --- Optional. Called once per name asked of the DNS server (the answer is
 --- cached until a reload). Return nil to answer as usual, false or

@@ -131,6 +131,9 @@ stream_run(struct ev_loop *loop, const struct outbound_proxy *p, size_t bytes)
                 die("stream write");
             sent += (size_t)k;
         }
+        /* The last sealed bytes leave from a's EV_WRITE watcher. */
+        if (sent == bytes - 7)
+            ev_run(loop, EVRUN_NOWAIT);
         for (;;) {
             ssize_t k = outbound_stream_read(b, rbuf, sizeof(rbuf));
             if (k < 0 && errno == EAGAIN)

@@ -4,7 +4,8 @@
 # or a list maps (A and AAAA each from its family), "real" gets dnsmasq's
 # answer in fake-ip mode, nil the usual fake IP; a hook that errors or
 # returns nonsense is logged with file:line and the name is answered as
-# usual. The hook runs once per name whatever the types and repeats.
+# usual. The hook runs once per name whatever the types and repeats, and
+# a reload (SIGHUP) forgets its decisions.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/dnslib.bash"
 
@@ -24,6 +25,7 @@ function chute.on_dns(q)
   if n == "real.test.example" then return "real" end
   if n == "boom.test.example" then error("boom") end
   if n == "odd.test.example" then return 42 end
+  if n == "loop.test.example" then while true do end end
   return nil
 end
 LUA
@@ -56,16 +58,21 @@ assert_log 'dns boom\.test\.example: on_dns failed: .*main\.lua:[0-9]+: boom' "t
 f=$(dq odd.test.example A)
 assert_in_net "$f" 198.18.0.0/15 "a hook that returns a number: answered as usual ($f)"
 assert_log "dns odd\\.test\\.example: .*main\\.lua:[0-9]+: on_dns returned a number" "the bad return is logged with file:line"
+f=$(dq loop.test.example A)
+assert_in_net "$f" 198.18.0.0/15 "a hook that never returns is stopped by the budget: answered as usual ($f)"
+assert_log "dns loop\\.test\\.example: on_dns failed: .*instruction budget exceeded" "the overrun is logged"
 
 say "once per name"
 for n in blocked.test.example mapped.test.example real.test.example plain.test.example; do
     for t in A AAAA A MX; do dq "$n" "$t" >/dev/null; done
 done
 for n in blocked.test.example x.ads.test.example nx.test.example mapped.test.example \
-    one.test.example real.test.example plain.test.example boom.test.example odd.test.example; do
+    one.test.example real.test.example plain.test.example boom.test.example odd.test.example \
+    loop.test.example; do
     assert_eq 1 "$(log_count "on_dns call [0-9]+ ${n//./\\.} ")" "on_dns ran once for $n"
 done
-assert_eq 9 "$(log_count 'on_dns call [0-9]+ ')" "nine names, nine calls"
+for t in A AAAA; do dq loop.test.example $t >/dev/null; done
+assert_eq 10 "$(log_count 'on_dns call [0-9]+ ')" "ten names, ten calls"
 
 check "blocked and mapped names never reach the upstream"
 for n in blocked.test.example x.ads.test.example nx.test.example mapped.test.example one.test.example; do
@@ -78,4 +85,20 @@ say "stats: dns_blocked=$S_dns_blocked dns_hook=$S_dns_hook dns_fake=$S_dns_fake
 assert_eq 9 "$S_dns_blocked" "dns_blocked counts every blocked query"
 # mapped A, AAAA, one A, AAAA + 4 repeats of mapped = 8
 assert_eq 8 "$S_dns_hook" "dns_hook counts every mapped query"
+
+say "a reload forgets the decisions"
+dns_bundle 'persist = false' <<'LUA'
+function chute.route(flow) return "DIRECT" end
+function chute.on_dns(q)
+  chute.log("info", "on_dns v2 " .. q.name)
+  if q.name == "blocked.test.example" then return "192.0.2.99" end
+end
+LUA
+kill -HUP "$CHUTE_PID"
+assert_log "reloaded .*rule version 2" "SIGHUP: reloaded"
+assert_eq 192.0.2.99 "$(dq blocked.test.example A)" "the new on_dns decides blocked.test.example"
+assert_eq 192.0.2.99 "$(dq blocked.test.example A)" "again"
+assert_eq 1 "$(log_count 'on_dns v2 blocked\.test\.example')" "the new hook ran once for it"
+f=$(dq mapped.test.example A)
+assert_in_net "$f" 198.18.0.0/15 "mapped.test.example: the new hook returns nil, a fake IP ($f)"
 e2e_pass

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # real-ip mode on the loopback listener: dnsmasq's answers are relayed
-# (the asker's ID and letter case kept), repeats come from the cache
+# (the asker's ID, letter case and EDNS or not kept), repeats come from the cache
 # (resolver_sent and dnsmasq's query log unchanged, TTL counting down),
 # a 1 s TTL expires and the next query goes upstream again, NXDOMAIN and
 # NODATA are cached too, and with the upstream gone cached names still
@@ -39,6 +39,10 @@ check "the asker's letter case comes back in the question (0x20)"
 full=$(dfull LoNg.TeSt.ExAmPlE A)
 assert_match "^;LoNg\.TeSt\.ExAmPlE\.[[:space:]]+IN[[:space:]]+A" "$full" "the question keeps its case"
 assert_match "10\.1\.2\.4" "$full" "and has the answer"
+
+check "EDNS follows the asker (RFC 6891 7): no OPT back for a query without one"
+assert_match "ADDITIONAL: 0" "$(dfull long.test.example A +noedns)" "+noedns: no OPT record in the relayed answer"
+assert_match "OPT PSEUDOSECTION" "$(dfull long.test.example A)" "with EDNS: an OPT record"
 
 say "TTL expiry"
 assert_eq 10.1.2.3 "$(dq short.test.example A)" "A short.test.example (TTL 1)"

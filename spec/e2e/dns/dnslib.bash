@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Helpers for the loopback DNS tests (spec/e2e/dns/NN-name.sh without root).
+# Helpers for the DNS tests (spec/e2e/dns/NN-name.sh): loopback ones without
+# root first, then the TUN ones (root, netns.sh) at the end.
 # Not a test itself: the name does not end in .sh, so ctest leaves it alone.
 # Source it after lib.sh, then:
 #
@@ -127,3 +128,64 @@ assert_in_net() {
     check "$msg"
     in_net "$ip" "$net" || fail "$msg: '$ip' is not in $net"
 }
+
+# ---------------------------------------------------------------- TUN (root)
+# For tests that source netns.sh instead of lib.sh:
+#
+#   ns_dnsmasq TTL [ARGS...]   dnsmasq in $NS_SRV on $SRV4:53: test.example
+#                              (and below) -> $SRV4 with TTL, AAAA NODATA,
+#                              every query logged to $NS_DNS_LOG
+#   ns_resolv NS ADDR          /etc/netns/NS/resolv.conf: "nameserver ADDR"
+#                              (ip netns exec mounts it over /etc/resolv.conf);
+#                              removed by the cleanup
+#   ns_up_queries NAME TYPE FROM   queries for NAME of TYPE from FROM in the log
+#
+# A resolver address nothing answers but chute: 192.0.2.53 (TEST-NET-1) is
+# routed into the TUN like everything else.
+FAKE_RESOLVER=192.0.2.53
+NS_RESOLV_DIRS=()
+
+ns_dnsmasq() {
+    need_cmd dnsmasq
+    local ttl=$1
+    shift
+    NS_DNS_LOG=$NETNS_TMP/dnsmasq.log
+    bg_in "$NS_SRV" "$NS_DNS_LOG" dnsmasq --keep-in-foreground \
+        --conf-file=/dev/null --no-resolv --no-hosts --user=root --group=root \
+        --listen-address="$SRV4" --bind-interfaces --port=53 \
+        --address=/test.example/"$SRV4" --local=/test.example/ --local-ttl="$ttl" \
+        --pid-file="$NETNS_TMP/dnsmasq.pid" --log-queries --log-facility="$NS_DNS_LOG" "$@"
+    wait_file "$NETNS_TMP/dnsmasq.pid" 10 || fail "dnsmasq did not start"
+}
+
+ns_resolv() {
+    local dir=/etc/netns/$1
+    [ -d /etc/netns ] || NS_RESOLV_TOP=1
+    if [ ! -d "$dir" ]; then
+        mkdir -p "$dir"
+        NS_RESOLV_DIRS+=("$dir")
+    fi
+    printf 'nameserver %s\noptions timeout:2 attempts:2\n' "$2" >"$dir/resolv.conf"
+    NS_RESOLV_FILES+=("$dir/resolv.conf")
+}
+
+ns_up_queries() {
+    grep -c -F "query[$2] $1 from $3" "$NS_DNS_LOG" 2>/dev/null || true
+}
+
+# netns.sh's cleanup, plus the /etc/netns files this run wrote. Call once,
+# after netns_setup.
+ns_dns_cleanup_hook() {
+    eval "netns_$(declare -f netns_cleanup)"
+    netns_cleanup() {
+        local rc=$? f
+        set +e # (exit "$rc") below must not end the trap
+        for f in "${NS_RESOLV_FILES[@]}"; do rm -f "$f"; done
+        for f in "${NS_RESOLV_DIRS[@]}"; do rmdir "$f" 2>/dev/null; done
+        [ -n "$NS_RESOLV_TOP" ] && rmdir /etc/netns 2>/dev/null # if empty: others may use it
+        (exit "$rc")
+        netns_netns_cleanup
+    }
+}
+NS_RESOLV_FILES=()
+NS_RESOLV_TOP=""

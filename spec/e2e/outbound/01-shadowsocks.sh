@@ -8,7 +8,7 @@
 need_root
 need_cmd ss-server
 netns_setup
-servers_start http
+servers_start http dns
 
 # Each cipher gets its own destination, so one chute serves all three.
 #   aes-128-gcm            -> 10.200.0.2:80     (ss-server :8381)
@@ -17,18 +17,21 @@ servers_start http
 ss_start 8381 aes-128-gcm "pw-one"
 ss_start 8382 aes-256-gcm "pw two with spaces"
 ss_start 8383 chacha20-ietf-poly1305 "pw-three-\$!"
-tun_bundle <<LUA
+tun_bundle "  dns = { upstream = \"$SRV4\", persist = false }," <<LUA
 chute.proxy "ss128" { type = "shadowsocks", server = "$SRV4", port = 8381,
                       cipher = "aes-128-gcm", password = "pw-one" }
 chute.proxy "ss256" { type = "shadowsocks", server = "$SRV4", port = 8382,
                       cipher = "aes-256-gcm", password = "pw two with spaces" }
 chute.proxy "sschacha" { type = "ss", server = "$SRV4", port = 8383,
                          cipher = "chacha20-ietf-poly1305", password = "pw-three-\$!" }
+chute.proxy "byname" { type = "shadowsocks", server = "test.example", port = 8382,
+                       cipher = "aes-256-gcm", password = "pw two with spaces" }
 local by_port = { [9001] = "ss128", [9002] = "ss256", [9003] = "sschacha" }
 function chute.route(flow)
   if flow.dst_ip == "$SRV4" and flow.dst_port == $HTTP_PORT then return "ss128" end
   if flow.dst_ip == "$SRV4" and flow.dst_port == $ALT_PORT then return "ss256" end
   if flow.dst_ip == "$SRV6" and flow.dst_port == $HTTP_PORT then return "sschacha" end
+  if flow.dst_ip == "$SRV6" and flow.dst_port == $ALT_PORT then return "byname" end
   return by_port[flow.dst_port] or "DIRECT"
 end
 LUA
@@ -43,6 +46,9 @@ for p in ss128 ss256 sschacha; do
     assert_eq "$SHA_SMALL" "$got" "GET /small via $p"
 done
 assert_eq 3 "$(flow_lines "policy=(ss128|ss256|sschacha) .*close=done" | wc -l)" "three flow lines, each naming its proxy, closed normally"
+check "a proxy named by a DNS name (test.example, resolved by chute through dnsmasq)"
+assert_eq "$SHA_1M" "$(cli_fetch_sha --max-time 10 "http://[$SRV6]:$ALT_PORT/1m.bin")" "GET /1m.bin via byname"
+assert_log "policy=byname .*down=1048[0-9]{3} .*close=done" "the byname flow line"
 
 check "nothing in clear on the wire to the proxy: a marker in the request never shows"
 MARK="chute-cleartext-marker-$$"

@@ -3,12 +3,14 @@
 # cipher in the server namespace. 200 datagrams of 1..1400 bytes each come
 # back exact over each cipher (one datagram per AEAD packet); the echo
 # sees ss-server as the sender (the path went through the proxy), the
-# flow lines name the proxy, and a proxy declared with udp = false does
-# not carry UDP (nothing reaches its echo).
+# flow lines name the proxy, a proxy named by a DNS name (resolved through
+# chute's resolver: dnsmasq) works too, and a proxy declared with
+# udp = false does not carry UDP (nothing reaches its echo).
 . "$(dirname "$0")/outlib.bash"
 need_root
 need_cmd ss-server
 netns_setup
+servers_start dns
 
 # One echo per port; each logs the peers it saw (one line per new peer).
 cat >"$NETNS_TMP/echo.py" <<'PY'
@@ -29,14 +31,14 @@ while True:
             seen.add(k)
             print(f"port={k[0]} from={k[1]}", flush=True)
 PY
-bg_in "$NS_SRV" "$NETNS_TMP/echo.log" "$PY" "$NETNS_TMP/echo.py" "$SRV4" "$NETNS_TMP/echo.ready" 7001 7002 7003 7004
+bg_in "$NS_SRV" "$NETNS_TMP/echo.log" "$PY" "$NETNS_TMP/echo.py" "$SRV4" "$NETNS_TMP/echo.ready" 7001 7002 7003 7004 7005
 wait_file "$NETNS_TMP/echo.ready" 10 || fail "the UDP echo did not start"
 
 ss_start 8391 aes-128-gcm "udp-one" -u
 ss_start 8392 aes-256-gcm "udp-two" -u
 ss_start 8393 chacha20-ietf-poly1305 "udp-three" -u
 ss_start 8394 aes-128-gcm "udp-four" -u
-tun_bundle <<LUA
+tun_bundle "  dns = { upstream = \"$SRV4\", persist = false }," <<LUA
 chute.proxy "u128" { type = "shadowsocks", server = "$SRV4", port = 8391,
                      cipher = "aes-128-gcm", password = "udp-one" }
 chute.proxy "u256" { type = "shadowsocks", server = "$SRV4", port = 8392,
@@ -45,7 +47,10 @@ chute.proxy "uchacha" { type = "shadowsocks", server = "$SRV4", port = 8393,
                         cipher = "chacha20-ietf-poly1305", password = "udp-three" }
 chute.proxy "tcponly" { type = "shadowsocks", server = "$SRV4", port = 8394,
                         cipher = "aes-128-gcm", password = "udp-four", udp = false }
-local by_port = { [7001] = "u128", [7002] = "u256", [7003] = "uchacha", [7004] = "tcponly" }
+chute.proxy "byname" { type = "shadowsocks", server = "test.example", port = 8391,
+                       cipher = "aes-128-gcm", password = "udp-one" }
+local by_port = { [7001] = "u128", [7002] = "u256", [7003] = "uchacha", [7004] = "tcponly",
+                  [7005] = "byname" }
 function chute.route(flow)
   return by_port[flow.dst_port] or "DIRECT"
 end
@@ -82,7 +87,7 @@ print(f"sent={len(sizes)} ok={ok} bytes={total}")
 PY
 }
 
-for pp in 7001:u128 7002:u256 7003:uchacha; do
+for pp in 7001:u128 7002:u256 7003:uchacha 7005:byname; do
     port=${pp%%:*} name=${pp#*:}
     check "200 datagrams through $name to the echo on :$port come back exact"
     out=$(echo_run "$port") || fail "the UDP client failed: $out"
@@ -94,7 +99,7 @@ done
 
 check "the echoes saw ss-server's address, never the TUN's"
 assert_eq "" "$(grep -v "from=$SRV4\$" "$NETNS_TMP/echo.log" || true)" "echo peers other than $SRV4"
-for port in 7001 7002 7003; do
+for port in 7001 7002 7003 7005; do
     grep -q "port=$port from=$SRV4" "$NETNS_TMP/echo.log" || fail "the echo on :$port got nothing from ss-server"
 done
 
@@ -122,7 +127,7 @@ assert_eq 0 "$S_proxy_auth_failures" "proxy_auth_failures: none"
 assert_eq 1 "$S_udp_dropped" "udp_dropped: the one datagram to the udp = false proxy"
 assert_log "udp 10\\.200\\.0\\.2:7004: the proxy has udp = false" "the refusal is logged with its reason"
 chute_stop_within 5
-for name in u128 u256 uchacha; do
+for name in u128 u256 uchacha byname; do
     b=BYTES_$name
     assert_eq 1 "$(flow_lines "udp tun .* policy=$name $RULE_RE up=${!b} down=${!b} " | wc -l)" \
         "the $name flow line: policy=$name, up=down=${!b}"

@@ -3,7 +3,9 @@
 # one open, one with Basic auth. Downloads through each are exact and
 # their flow lines name the proxy; a server that speaks first (a banner
 # right after the tunnel opens, often in the same segment as the proxy's
-# 200) reaches the client whole; wrong credentials and a port the proxy
+# 200) reaches the client whole, and so do bytes a proxy sends in the same
+# send as its 200 (through the TUN and chute's SOCKS5 and HTTP listeners,
+# counted in down=); wrong credentials and a port the proxy
 # refuses each fail their flow at once with the proxy's status in the log.
 # Last, an https proxy (TLS to the proxy, CONNECT inside): with
 # skip_cert_verify it works; without, a self-signed certificate is refused.
@@ -36,15 +38,44 @@ PY
 bg_in "$NS_SRV" "$NETNS_TMP/banner.log" "$PY" "$NETNS_TMP/banner.py" "$SRV4" 2525 "$NETNS_TMP/banner.ready"
 wait_file "$NETNS_TMP/banner.ready" 10 || fail "the banner server did not start"
 
+# A CONNECT proxy whose 200 and the destination's first bytes leave in one
+# send: the bytes past the reply belong to the client.
+cat >"$NETNS_TMP/eager.py" <<'PY'
+import socket, sys, threading
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(4096)
+        if not d:
+            return c.close()
+        head += d
+    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n220 eager hello\r\n")
+    f = c.makefile("rb")
+    for line in f:
+        c.sendall(b"echo " + line)
+    c.close()
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind((sys.argv[1], int(sys.argv[2])))
+ls.listen(16)
+open(sys.argv[3], "w").write("ready\n")
+while True:
+    threading.Thread(target=serve, args=(ls.accept()[0],), daemon=True).start()
+PY
+bg_in "$NS_SRV" "$NETNS_TMP/eager.log" "$PY" "$NETNS_TMP/eager.py" "$SRV4" 3130 "$NETNS_TMP/eager.ready"
+wait_file "$NETNS_TMP/eager.ready" 10 || fail "the eager proxy did not start"
+
 TINY_EXTRA="ConnectPort 2525" tinyproxy_start 3128
 tinyproxy_start 3129 bob 'pa55-word'
-tun_bundle <<LUA
+tun_bundle "  listen = { socks = \"127.0.0.1:1080\", http = \"127.0.0.1:8118\" }," <<LUA
 chute.proxy "tiny" { type = "http", server = "$SRV4", port = 3128 }
 chute.proxy "tinyauth" { type = "http", server = "$SRV4", port = 3129,
                          username = "bob", password = "pa55-word" }
 chute.proxy "tinybad" { type = "http", server = "$SRV4", port = 3129,
                         username = "bob", password = "nope" }
+chute.proxy "eager" { type = "http", server = "$SRV4", port = 3130 }
 function chute.route(flow)
+  if flow.dst_port == 2727 then return "eager" end
   if flow.dst_ip == "$SRV6" then return "tinybad" end
   if flow.dst_port == $ALT_PORT then return "tinyauth" end
   return "tiny"
@@ -79,6 +110,45 @@ print(f"ok={ok}")
 PY
 ) || fail "the banner client failed: $out"
 assert_eq "ok=20" "$(tail -n 1 <<<"$out")" "banners and echoes through CONNECT ($(head -n 2 <<<"$out" | tr '\n' ' '))"
+
+check "a proxy that sends the destination's first bytes with its 200: they reach the client, counted"
+eager_run() { # ARGS for the client: tun | socks | http
+    cli_py "$SRV4" 2727 "$1" <<'PY'
+import socket, sys
+host, port, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if how == "tun":
+    s = socket.create_connection((host, port), timeout=5)
+elif how == "socks":
+    s = socket.create_connection(("127.0.0.1", 1080), timeout=5)
+    s.sendall(b"\x05\x01\x00")
+    assert s.recv(2) == b"\x05\x00"
+    s.sendall(b"\x05\x01\x00\x01" + socket.inet_aton(host) + port.to_bytes(2, "big"))
+    rep = s.recv(10)
+    assert rep[:2] == b"\x05\x00", rep
+else:
+    s = socket.create_connection(("127.0.0.1", 8118), timeout=5)
+    s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (host.encode(), port, host.encode(), port))
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert b" 200" in head.split(b"\r\n")[0], head
+s.settimeout(5)
+f = s.makefile("rb")
+first = f.readline()
+s.sendall(b"ping\n")
+echo = f.readline()
+s.close()
+print("ok" if first == b"220 eager hello\r\n" and echo == b"echo ping\n" else f"first={first!r} echo={echo!r}")
+PY
+}
+for how in tun socks http; do
+    assert_eq ok "$(eager_run "$how")" "via $how: the early bytes, then the echo"
+done
+sleep 0.3
+# 17 bytes of "220 eager hello\r\n" + 10 of "echo ping\n" = 27 down, 5 up
+for inb in tun socks http; do
+    assert_log "tcp $inb .* -> $SRV4:2727 policy=eager .*up=5 down=27 " "the $inb flow counts the early bytes: up=5 down=27"
+done
 
 check "a port tinyproxy does not allow: the flow fails at once, the status is logged"
 t0=$(now)
@@ -139,6 +209,11 @@ def pump(a, b):
         pass
     for s in (a, b):
         try:
+            if isinstance(s, ssl.SSLSocket):
+                s.unwrap()  # close_notify: a clean end, not a truncation
+        except (OSError, ValueError):
+            pass
+        try:
             s.close()
         except OSError:
             pass
@@ -176,7 +251,7 @@ LUA
 kill -HUP "$CHUTE_PID"
 assert_log "reloaded .*rule version 2" "chute reloaded the bundle"
 assert_log "proxy tinytls: skip_cert_verify" "skip_cert_verify is warned about at load"
-assert_eq "$SHA_1M" "$(cli_fetch_sha --max-time 10 "http://$SRV4:$HTTP_PORT/1m.bin")" "1m.bin via the https proxy"
+assert_eq "$SHA_1M" "$(cli_fetch_sha -H "Connection: close" --max-time 10 "http://$SRV4:$HTTP_PORT/1m.bin")" "1m.bin via the https proxy"
 assert_log "policy=tinytls .*down=1048[0-9]{3} .*close=done" "the tinytls flow line"
 grep -q "handshake ok" "$NETNS_TMP/tlsfront.log" || fail "the TLS front saw no handshake"
 check "a self-signed proxy certificate without skip_cert_verify is refused"

@@ -461,6 +461,30 @@ test_memory_per_mapping(void **state)
     dns_fakeip_free(f);
 }
 
+/* A TUN address inside the range is never handed out, even when the pool
+ * fills and recycles, and a mapping it already had (from a state file) goes. */
+static void
+test_reserved_address_never_handed_out(void **state)
+{
+    (void)state;
+    struct dns_fakeip *f = pool("10.9.0.0/28", NULL, 0); /* .2 .. .14: 13 addresses */
+    assert_int_equal(v4(f, "early.example"), IP4(10, 9, 0, 2));
+    uint8_t tun[4] = {10, 9, 0, 2}, other[4] = {10, 9, 0, 5};
+    assert_int_equal(dns_fakeip_reserve(f, tun, 4), 0);
+    assert_null(name4(f, IP4(10, 9, 0, 2)));
+    assert_int_equal(dns_fakeip_reserve(f, other, 4), 0);
+    uint8_t outside[4] = {10, 9, 1, 1};
+    assert_int_equal(dns_fakeip_reserve(f, outside, 4), -1);
+    char name[32];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof(name), "n%d.example", i);
+        uint32_t a = v4(f, name);
+        assert_true(a != IP4(10, 9, 0, 2) && a != IP4(10, 9, 0, 5));
+        assert_string_equal(name4(f, a), name);
+    }
+    dns_fakeip_free(f);
+}
+
 int
 main(void)
 {
@@ -475,6 +499,7 @@ main(void)
         cmocka_unit_test(test_save_load_round_trip),
         cmocka_unit_test(test_load_skips_bad_lines),
         cmocka_unit_test(test_memory_per_mapping),
+        cmocka_unit_test(test_reserved_address_never_handed_out),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -216,6 +216,26 @@ test_hashes_and_random(void **state)
     assert_memory_not_equal(r1, r2, sizeof(r1));
 }
 
+/* The portable implementations, in a fresh process (the choice is made
+ * once per process): the same vectors and a codec round trip. */
+static void
+test_portable_impls(void **state)
+{
+    if (getenv("CHUTE_CRYPTO_PORTABLE") != NULL)
+        skip(); /* this is the child */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setenv("CHUTE_CRYPTO_PORTABLE", "1", 1);
+        execl("/proc/self/exe", "ss_test", "--portable", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 /* --- the codec --- */
 
 /* Salt 00 01 ..., header 127.0.0.1:8080, then "hello" and "abc" in two
@@ -906,6 +926,60 @@ test_stream_bad_reply(void **state)
     ev_loop_destroy(loop);
 }
 
+static void
+count_drain(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+/* The peer leaves while sealed bytes wait: the stream's own EV_WRITE
+ * watcher hits EPIPE, calls on_drain, and every later call reports it. */
+static void
+test_stream_send_failure(void **state)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct flow_addr dst = {.kind = FLOW_ADDR_IP4, .port = 80};
+    static uint8_t chunk[16384];
+    struct outbound_proxy p;
+    int sv[2], sz = 4096, drains = 0;
+    size_t total = 0;
+
+    proxy_for(&p, 1, "gone");
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    struct outbound_stream *s = outbound_ss_stream(loop, sv[0], &p, &dst);
+    s->on_drain = count_drain;
+    s->drain_arg = &drains;
+    for (;;) {
+        ssize_t n = outbound_stream_write(s, chunk, sizeof(chunk));
+        if (n < 0) {
+            assert_int_equal(errno, EAGAIN);
+            break;
+        }
+        total += (size_t)n;
+    }
+    assert_true(total > 0);
+    close(sv[1]);
+    for (int i = 0; i < 100 && drains == 0; i++)
+        ev_run(loop, EVRUN_ONCE);
+    assert_int_equal(drains, 1);
+    assert_int_equal(outbound_stream_write(s, chunk, 10), -1);
+    assert_int_equal(errno, EPIPE);
+    assert_int_equal(outbound_stream_read(s, chunk, sizeof(chunk)), -1);
+    assert_int_equal(errno, EPIPE);
+    assert_int_equal(s->ops->shutdown(s), -1);
+    outbound_stream_close(s, 0);
+
+    /* Unknown destination kind: NULL, and the socket is closed. */
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    struct flow_addr none = {.kind = FLOW_ADDR_NONE};
+    assert_null(outbound_ss_stream(loop, sv[0], &p, &none));
+    assert_int_equal(fcntl(sv[0], F_GETFD), -1);
+    close(sv[1]);
+    ev_loop_destroy(loop);
+}
+
 /* --- interop with shadowsocks-libev's ss-server --- */
 
 static void *
@@ -1260,13 +1334,14 @@ test_interop_ss_server(void **state)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kat_bytes_to_key),
         cmocka_unit_test(test_kat_hkdf_and_length_chunk),
         cmocka_unit_test(test_kat_aead),
         cmocka_unit_test(test_hashes_and_random),
+        cmocka_unit_test(test_portable_impls),
         cmocka_unit_test(test_encoder_kat),
         cmocka_unit_test(test_roundtrip_random_splits),
         cmocka_unit_test(test_chunk_limit),
@@ -1275,8 +1350,19 @@ main(void)
         cmocka_unit_test(test_stream_echo_pair),
         cmocka_unit_test(test_stream_header_alone),
         cmocka_unit_test(test_stream_bad_reply),
+        cmocka_unit_test(test_stream_send_failure),
         cmocka_unit_test_teardown(test_interop_ss_server, interop_teardown),
     };
     signal(SIGPIPE, SIG_IGN);
+    if (argc > 1 && strcmp(argv[1], "--portable") == 0) {
+        const struct CMUnitTest portable[] = {
+            cmocka_unit_test(test_kat_hkdf_and_length_chunk),
+            cmocka_unit_test(test_kat_aead),
+            cmocka_unit_test(test_encoder_kat),
+            cmocka_unit_test(test_roundtrip_random_splits),
+            cmocka_unit_test(test_flipped_bit),
+        };
+        return cmocka_run_group_tests_name("portable", portable, NULL, NULL);
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
