@@ -73,8 +73,10 @@ finish(struct flow_relay_stream *t, const char *reason, int reset)
 static void
 stream_failed(struct flow_relay_stream *t, int err)
 {
-    if (err == EBADMSG)
+    if (err == EBADMSG) {
+        outbound_count_auth_failure();
         finish(t, "auth failed", 1);
+    }
     else if (err == ENOMEM || err == ENOBUFS)
         finish(t, "error", 1);
     else

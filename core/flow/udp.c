@@ -159,7 +159,7 @@ on_idle(struct ev_loop *loop, ev_timer *w, int revents)
     ev_timer_again(loop, w);
 }
 
-static void send_up(struct entry *x, const uint8_t *p, size_t len);
+static int send_up(struct entry *x, const uint8_t *p, size_t len);
 
 /* The upstream is open: what came meanwhile goes first. */
 static void
@@ -171,7 +171,13 @@ on_ready(void *arg, struct outbound_udp *u, const char *why)
         char dst[300];
         flow_addr_format(&x->flow.dst, dst, sizeof(dst));
         LOG_INFO("flow %llu: udp %s: %s", (unsigned long long)x->flow.id, dst, why);
-        x->u = NULL; /* freed by the open: later datagrams are refused */
+        /* The open freed |u|. The entry goes too, so the flow's next
+         * datagram tries again (a proxy that was down may be back); while an
+         * open is pending, datagrams wait in it instead. */
+        x->u = NULL;
+        x->t->st.dropped += x->nheld;
+        entry_free(x, "connect failed");
+        return;
     } else {
         x->ready = 1;
         x->fd = outbound_udp_fd(u);
@@ -184,25 +190,54 @@ on_ready(void *arg, struct outbound_udp *u, const char *why)
     while (x->held != NULL) {
         struct held *h = x->held;
         x->held = h->next;
+        x->nheld--;
+        int gone = 0;
         if (x->ready)
-            send_up(x, h->data, h->len);
+            gone = send_up(x, h->data, h->len) < 0;
         else
             x->t->st.dropped++;
         free(h);
+        if (gone)
+            return;
     }
-    x->nheld = 0;
 }
 
+/* Keeps a datagram that came while the upstream opens. */
 static void
+hold(struct entry *x, const uint8_t *p, size_t len)
+{
+    struct held *h = x->nheld < PENDING_MAX ? malloc(sizeof(*h) + len) : NULL;
+    if (h == NULL) {
+        x->t->st.dropped++;
+        return;
+    }
+    h->len = len;
+    memcpy(h->data, p, len);
+    struct held **tail = &x->held;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    h->next = NULL;
+    *tail = h;
+    x->nheld++;
+}
+
+/* Returns -1 when the entry was freed. */
+static int
 send_up(struct entry *x, const uint8_t *p, size_t len)
 {
     ssize_t n = outbound_udp_send(x->u, p, len);
+    if (n < 0 && errno == ECONNRESET) {
+        /* The proxy ended the association: the caller may start a new one. */
+        entry_free(x, "upstream closed");
+        return -1;
+    }
     if (n < 0) {
         x->t->st.dropped++; /* EAGAIN or an ICMP error on the socket: UDP may lose */
-        return;
+        return 0;
     }
     x->last = ev_now(x->t->e->loop);
     x->flow.bytes_up += (uint64_t)n;
+    return 0;
 }
 
 static struct entry *
@@ -268,32 +303,25 @@ flow_udp_input(struct flow_udp_table *t, const struct ip_view *v)
     memcpy(k.src, v->src, 16);
     memcpy(k.dst, v->dst, 16);
     uint32_t hash = flow_hash_key(t->h, &k);
-    struct entry *x = (struct entry *)flow_hash_lookup(t->h, &k, hash);
-    if (x == NULL && (x = entry_new(t, v, &k, hash)) == NULL) {
-        t->st.dropped++;
-        return;
-    }
-    if (x->u == NULL) {
-        refuse(t, v);
-        return;
-    }
-    if (!x->ready) {
-        struct held *h = x->nheld < PENDING_MAX ? malloc(sizeof(*h) + v->payload_len) : NULL;
-        if (h == NULL) {
+    /* A second round when the proxy ended the association: a new entry (and
+     * association) carries this datagram. */
+    for (int round = 0; round < 2; round++) {
+        struct entry *x = (struct entry *)flow_hash_lookup(t->h, &k, hash);
+        if (x == NULL && (x = entry_new(t, v, &k, hash)) == NULL) {
             t->st.dropped++;
             return;
         }
-        h->len = v->payload_len;
-        memcpy(h->data, v->payload, v->payload_len);
-        struct held **tail = &x->held;
-        while (*tail != NULL)
-            tail = &(*tail)->next;
-        h->next = NULL;
-        *tail = h;
-        x->nheld++;
-        return;
+        if (x->u == NULL) {
+            refuse(t, v);
+            return;
+        }
+        if (!x->ready) {
+            hold(x, v->payload, v->payload_len);
+            return;
+        }
+        if (send_up(x, v->payload, v->payload_len) == 0)
+            return;
     }
-    send_up(x, v->payload, v->payload_len);
 }
 
 struct flow_udp_table *

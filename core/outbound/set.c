@@ -427,6 +427,8 @@ balance(const struct group *g, const struct flow_addr *dst)
     return best;
 }
 
+/* With every member down the last one is the best guess: groups end with
+ * their last resort (DIRECT, often), and it is what a user would try. */
 static int
 first_healthy(const struct group *g)
 {
@@ -434,7 +436,7 @@ first_healthy(const struct group *g)
         if (!is_down(&g->m[i]))
             return (int)i;
     }
-    return 0;
+    return (int)g->cfg.nmembers - 1;
 }
 
 static int
@@ -444,8 +446,13 @@ pick_member(struct outbound_set *s, struct group *g, const struct flow_addr *dst
     switch (g->cfg.type) {
     case OUTBOUND_GROUP_SELECT:
         return g->cfg.selected;
-    case OUTBOUND_GROUP_FALLBACK:
-        return first_healthy(g);
+    case OUTBOUND_GROUP_FALLBACK: {
+        int i = first_healthy(g);
+        if (g->cur >= 0 && i != g->cur)
+            s->st.switches++;
+        g->cur = i;
+        return i;
+    }
     case OUTBOUND_GROUP_URL_TEST:
         if (g->cur < 0 || changed)
             urltest_eval(s, g);

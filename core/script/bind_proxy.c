@@ -51,6 +51,27 @@ name_taken(struct script *s, const char *name)
     return script_policy_lookup(s, name) >= 0;
 }
 
+/* A DNS name: letters, digits, '-', '_' in labels of 1..63 bytes. */
+static int
+host_name_ok(const char *s)
+{
+    size_t label = 0;
+    for (; *s; s++) {
+        if (*s == '.') {
+            if (label == 0)
+                return 0;
+            label = 0;
+        } else if ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                   *s == '-' || *s == '_') {
+            if (++label > 63)
+                return 0;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* luaL_error names the caller of the C function: here chute.lua's wrapper.
  * The user's line is one level further up. */
 static int
@@ -190,7 +211,8 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
     if (!isnum || port < 1 || port > 65535)
         return lua_pushfstring(L, "port %s: expected an integer 1..65535",
                                isnum ? lua_pushfstring(L, "%I", port) : "missing or not a number");
-    if (flow_addr_from_host(&p->server, server, strlen(server), (uint16_t)port) != 0)
+    if (flow_addr_from_host(&p->server, server, strlen(server), (uint16_t)port) != 0 ||
+        (p->server.kind == FLOW_ADDR_NAME && !host_name_ok(server)))
         return lua_pushfstring(L, "server '%s' is not a name or an IP address", server);
     p->udp = opt_bool(L, t, "udp");
     if (p->tls || p->type == OUTBOUND_HTTP)

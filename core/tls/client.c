@@ -29,8 +29,9 @@ struct tls_conn {
     int start_err, err;
     const char *start_why;
     unsigned shut : 1, shut_done : 1, want_drain : 1, read_stalled : 1, resumed : 1;
-    unsigned lingering : 1;  /* closed by the owner; the last records still go out */
+    unsigned lingering : 1, notified : 1; /* notified: our close_notify is queued */  /* closed by the owner; the last records still go out */
     ev_timer linger;
+    ev_timer quiet;          /* after shutdown: close_notify once the server is quiet */
     size_t offered_len;
     unsigned char offered_id[32];
     size_t keylen;
@@ -435,7 +436,7 @@ on_writable(struct ev_loop *loop, ev_io *w, int revents)
         finish_close(c);
         return;
     }
-    if (r > 0 && c->shut && !c->shut_done) {
+    if (r > 0 && c->notified && !c->shut_done) {
         shutdown(c->s.fd, SHUT_WR);
         c->shut_done = 1;
     }
@@ -474,6 +475,8 @@ st_read(struct outbound_stream *s, void *out, size_t cap)
             size_t n = len < cap ? len : cap;
             memcpy(out, buf, n);
             br_ssl_engine_recvapp_ack(eng, n);
+            if (c->shut && !c->shut_done)
+                ev_timer_again(c->s.loop, &c->quiet); /* the answer is still coming */
             return (ssize_t)n;
         }
         unsigned st = br_ssl_engine_current_state(eng);
@@ -565,18 +568,42 @@ st_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
     return (ssize_t)total;
 }
 
+/* After our end of data, the close_notify waits until the server has been
+ * quiet for this long: most servers then close too, and the flow ends. */
+#define QUIET_CLOSE 1.5
+
+static void
+on_quiet(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct tls_conn *c = CONN_OF(w, quiet);
+    if (c->notified || c->err)
+        return;
+    c->notified = 1;
+    br_ssl_engine_close(&c->cc.eng);
+    int r = send_records(c, 1);
+    if (r > 0) {
+        shutdown(c->s.fd, SHUT_WR);
+        c->shut_done = 1;
+    }
+}
+
 /* BearSSL 0.6 discards application data that arrives after its
  * close_notify went out, until the peer's close_notify: the TLS 1.2 close
  * is not a true half-close. So the client's end of data does not become a
- * close_notify here (the server's answer would be lost); it goes out with
- * st_close, once the relay has read the server's side to its end. */
+ * close_notify at once (the server's answer would be lost): it goes out
+ * once the server has sent nothing for QUIET_CLOSE seconds, or with
+ * st_close. */
 static int
 st_shutdown(struct outbound_stream *s)
 {
     struct tls_conn *c = (struct tls_conn *)s;
     if (c->err)
         return (int)fail_with(c->err);
-    c->shut = 1; /* no more writes */
+    if (!c->shut) {
+        c->shut = 1; /* no more writes */
+        ev_timer_init(&c->quiet, on_quiet, 0, QUIET_CLOSE);
+        ev_timer_again(c->s.loop, &c->quiet);
+    }
     return 0;
 }
 
@@ -595,6 +622,8 @@ st_close(struct outbound_stream *s, int reset)
 {
     struct tls_conn *c = (struct tls_conn *)s;
     ev_io_stop(c->s.loop, &c->wio);
+    if (c->shut)
+        ev_timer_stop(c->s.loop, &c->quiet);
     if (reset) {
         outbound_close_reset(c->s.fd);
     } else {

@@ -38,7 +38,6 @@ LUA
 tun_chute_start
 
 declare -A URL=([ss128]="http://$SRV4:$HTTP_PORT" [ss256]="http://$SRV4:$ALT_PORT" [sschacha]="http://[$SRV6]:$HTTP_PORT")
-declare -A PORT=([ss128]=8381 [ss256]=8382 [sschacha]=8383)
 
 check "a small GET through each cipher"
 for p in ss128 ss256 sschacha; do
@@ -101,7 +100,7 @@ for p in ss128 ss256 sschacha; do
     done
     assert_eq 1 "$(count_flows_down_ge "policy=$p " "$BIG_SIZE")" "one $p flow line with down >= $BIG_SIZE"
     line=$(flow_lines "policy=$p " | awk -v m="$BIG_SIZE" '{ d = $0; sub(/.* down=/, "", d); sub(/ .*/, "", d); if (d + 0 >= m) print }')
-    assert_eq done "$(flow_field "$line" close)" "the $p download closed normally"
+    assert_eq "done" "$(flow_field "$line" close)" "the $p download closed normally"
 done
 
 check "an upload through each cipher: 64 MiB to a sink that answers with their sha256"

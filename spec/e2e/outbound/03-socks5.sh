@@ -43,7 +43,7 @@ assert_eq 0 "$(grep -c -v "^$SRV4 " "$NETNS_TMP/access.log" || true)" "access lo
 
 check "ten parallel 1 MiB downloads through each proxy"
 pids=()
-for i in $(seq 10); do
+for _ in $(seq 10); do
     for port in "$HTTP_PORT" "$ALT_PORT"; do
         (got=$(ip netns exec "$NS_CLI" curl -s --fail --max-time 20 "http://$SRV4:$port/1m.bin" | sha256sum | cut -d' ' -f1)
          [ "$got" = "$SHA_1M" ]) &

@@ -184,7 +184,6 @@ check "chute.select from route(): sel switches to DIRECT for the flows that foll
 cli_curl -o /dev/null --max-time 3 "http://$SRV4:9999/" >/dev/null 2>&1 || true
 groups_read
 assert_match "^sel=select:DIRECT " "$(group_line sel)" "sel's state after chute.select"
-line_n=$(flow_lines "" | wc -l)
 assert_eq "$SHA_SMALL" "$(cli_fetch_sha --max-time 10 "http://[$SRV6]:$HTTP_PORT/small")" "GET through sel"
 sleep 0.3
 last=$(flow_lines "-> \[fd20::2\]:$HTTP_PORT " | tail -n 1)

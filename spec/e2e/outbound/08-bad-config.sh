@@ -169,4 +169,4 @@ if [ "${#FAILED[@]}" -gt 0 ]; then
     printf '  %s\n' "${FAILED[@]}" >&2
     fail "${#FAILED[@]} bad bundle(s) not reported as they should be (above)"
 fi
-pass
+e2e_pass

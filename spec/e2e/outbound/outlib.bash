@@ -16,16 +16,14 @@
 #                            byte FLIP_AT of each server -> client stream is
 #                            flipped (corrupted ciphertext)
 #   wait_stopped PID [SECONDS]     until PID has exited
-#   lua_str S                      S as a Lua string literal
 #
 # Every process starts through bg_in (netns.sh), so the cleanup trap stops
 # exactly the processes this run started, nothing else.
 
 # shellcheck source=../netns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../netns.sh"
+# shellcheck disable=SC2034 # read by netns.sh and lib.sh
 TEST_NAME=outbound/$(basename "${BASH_SOURCE[1]:-$0}" .sh)
-
-SS_CIPHERS="aes-128-gcm aes-256-gcm chacha20-ietf-poly1305"
 
 ss_start() {
     local port=$1 cipher=$2 pass=$3
@@ -102,12 +100,10 @@ PY
 }
 
 wait_stopped() {
-    local i
-    for i in $(seq $((${2:-5} * 20))); do
+    for _ in $(seq $((${2:-5} * 20))); do
         kill -0 "$1" 2>/dev/null || return 0
         sleep 0.05
     done
     return 1
 }
 
-lua_str() { printf '"%s"' "$1"; }
