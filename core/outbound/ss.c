@@ -33,6 +33,7 @@ struct ss_stream {
     int err;         /* sticky errno: every later read/writev fails with it */
     int blocked;     /* a writev failed with EAGAIN: on_drain is owed */
     int shut, shut_done, eof;
+    int closing;     /* closed by the owner; the last sealed bytes still go out */
     struct ss_encoder enc;
     struct ss_decoder dec;
     /* out[off, end): sealed bytes not yet sent. */
@@ -112,11 +113,18 @@ out_need(const struct ss_stream *s, size_t total)
     return s->enc.started ? need : need + s->enc.salt_len;
 }
 
+static void finish_close(struct ss_stream *s);
+
 static void
 on_writable(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, wio));
 
+    if (s->closing) {
+        if (flush(s) != 0 || s->out_off == s->out_end)
+            finish_close(s);
+        return;
+    }
     if (flush(s) != 0 || (s->blocked && out_room(s) >= SS_CHUNK_MAX)) {
         s->blocked = 0;
         if (s->base.on_drain != NULL)
@@ -143,6 +151,10 @@ on_header_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, hdr));
 
+    if (s->closing) { /* the linger deadline: give up on the rest */
+        finish_close(s);
+        return;
+    }
     send_header(s);
     if (s->err != 0 && s->base.on_drain != NULL)
         s->base.on_drain(s->base.drain_arg);
@@ -317,17 +329,37 @@ ss_pending(const struct outbound_stream *base)
 }
 
 static void
+finish_close(struct ss_stream *s)
+{
+    ev_io_stop(s->base.loop, &s->wio);
+    ev_timer_stop(s->base.loop, &s->hdr);
+    close(s->base.fd);
+    free(s);
+}
+
+static void
 ss_close(struct outbound_stream *base, int reset)
 {
     struct ss_stream *s = SS(base);
 
     ev_io_stop(base->loop, &s->wio);
     ev_timer_stop(base->loop, &s->hdr);
-    if (reset)
+    if (reset) {
         outbound_close_reset(base->fd);
-    else
-        close(base->fd);
-    free(s);
+        free(s);
+        return;
+    }
+    if (s->err == 0 && s->out_off < s->out_end && flush(s) == 0 && s->out_off < s->out_end) {
+        /* A relay's last bytes the socket has not taken yet: sent in the
+         * background, for 10 s at most (the header timer is reused). */
+        s->closing = 1;
+        s->base.on_drain = NULL;
+        ev_io_start(base->loop, &s->wio);
+        ev_timer_set(&s->hdr, 10.0, 0);
+        ev_timer_start(base->loop, &s->hdr);
+        return;
+    }
+    finish_close(s);
 }
 
 static const struct outbound_stream_ops ss_ops = {
