@@ -25,6 +25,8 @@
 #define SEAL_MIN 4096
 /* proxy.h: the header goes alone when nothing is written this soon. */
 #define HEADER_DELAY 0.010
+/* Seconds without the server's bytes after our end of data before the FIN. */
+#define SS_QUIET_FIN 1.5
 
 struct ss_stream {
     struct outbound_stream base;
@@ -34,6 +36,8 @@ struct ss_stream {
     int blocked;     /* a writev failed with EAGAIN: on_drain is owed */
     int shut, shut_done, eof;
     int closing;     /* closed by the owner; the last sealed bytes still go out */
+    int fin_due;     /* the FIN may go once the buffer is out */
+    ev_timer quiet;  /* after shutdown: the FIN waits for the server to go quiet */
     struct ss_encoder enc;
     struct ss_decoder dec;
     /* out[off, end): sealed bytes not yet sent. */
@@ -82,7 +86,7 @@ flush(struct ss_stream *s)
     }
     s->out_off = s->out_end = 0;
     ev_io_stop(s->base.loop, &s->wio);
-    if (s->shut && !s->shut_done) {
+    if (s->fin_due && !s->shut_done) {
         s->shut_done = 1;
         if (shutdown(s->base.fd, SHUT_WR) != 0) {
             fail(s, errno);
@@ -277,8 +281,11 @@ ss_read(struct outbound_stream *base, void *buf, size_t len)
             return -1;
         }
         size_t got = take(s, buf, len);
-        if (got > 0)
+        if (got > 0) {
+            if (s->shut && !s->fin_due)
+                ev_timer_again(base->loop, &s->quiet); /* the answer is still coming */
             return (ssize_t)got;
+        }
         if (s->eof)
             return 0;
         in_compact(s);
@@ -314,6 +321,9 @@ ss_shutdown(struct outbound_stream *base)
     if (s->shut)
         return 0;
     s->shut = 1;
+    /* ss-server ends both directions at our FIN, cutting the answer to what
+     * was just sent: the FIN waits until the server has been quiet. */
+    ev_timer_again(base->loop, &s->quiet);
     send_header(s);
     if (flush(s) != 0) {
         errno = s->err;
@@ -329,8 +339,20 @@ ss_pending(const struct outbound_stream *base)
 }
 
 static void
+on_quiet(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, quiet));
+
+    ev_timer_stop(loop, w);
+    s->fin_due = 1;
+    if (flush(s) != 0 && s->base.on_drain != NULL)
+        s->base.on_drain(s->base.drain_arg);
+}
+
+static void
 finish_close(struct ss_stream *s)
 {
+    ev_timer_stop(s->base.loop, &s->quiet);
     ev_io_stop(s->base.loop, &s->wio);
     ev_timer_stop(s->base.loop, &s->hdr);
     close(s->base.fd);
@@ -344,6 +366,8 @@ ss_close(struct outbound_stream *base, int reset)
 
     ev_io_stop(base->loop, &s->wio);
     ev_timer_stop(base->loop, &s->hdr);
+    ev_timer_stop(base->loop, &s->quiet);
+    s->fin_due = 1;
     if (reset) {
         outbound_close_reset(base->fd);
         free(s);
@@ -392,6 +416,8 @@ outbound_ss_stream(struct ev_loop *loop, int fd, const struct outbound_proxy *p,
     ss_decoder_init(&s->dec, p->cipher, p->key);
     ev_io_init(&s->wio, on_writable, fd, EV_WRITE);
     ev_timer_init(&s->hdr, on_header_timer, HEADER_DELAY, 0.);
+    ev_init(&s->quiet, on_quiet);
+    s->quiet.repeat = SS_QUIET_FIN;
     ev_timer_start(loop, &s->hdr);
     return &s->base;
 }
