@@ -163,7 +163,7 @@ test_fallback(void **state)
     assert_int_equal(outbound_set_note_latency(s, "fb", "jp", -1), 0);
     assert_int_equal(outbound_set_pick(s, FB, &a), US);
     outbound_set_report(s, US, 1);
-    assert_int_equal(outbound_set_pick(s, FB, &a), HK); /* all down: the first */
+    assert_int_equal(outbound_set_pick(s, FB, &a), US); /* all down: the last resort */
     outbound_set_report(s, JP, 0);
     assert_int_equal(outbound_set_pick(s, FB, &a), JP);
     assert_int_equal(outbound_set_note_latency(s, "fb", "hk", 300), 0);
