@@ -124,6 +124,10 @@ on_reply(struct ev_loop *loop, ev_io *w, int revents)
         ssize_t n = outbound_udp_recv(x->u, t->buf, sizeof(t->buf), &off);
         if (n < 0 && errno == ECONNREFUSED)
             refused_upstream(x);
+        if (n < 0 && errno == ECONNRESET) { /* a stream-borne association ended */
+            entry_free(x, "upstream closed");
+            return;
+        }
         if (n < 0 && (errno == EBADMSG || errno == EPROTO)) {
             if (errno == EBADMSG)
                 outbound_count_auth_failure(); /* forged or garbled: dropped, counted */

@@ -34,6 +34,7 @@ struct outbound_open {
     ev_timer timer;
     ev_idle later;                 /* results known inside outbound_open() */
     struct outbound_result res;
+    int udp;                       /* Trojan: UDP ASSOCIATE instead of CONNECT */
     outbound_open_cb cb;
     void *arg;
 };
@@ -178,7 +179,8 @@ on_tls(void *arg, struct outbound_stream *s, int err, const char *why)
         return;
     }
     if (o->p->type == OUTBOUND_TROJAN) {
-        struct outbound_stream *t = outbound_trojan_stream(s, o->p, &o->dst);
+        struct outbound_stream *t = o->udp ? outbound_trojan_udp_stream(s, o->p, &o->dst)
+                                           : outbound_trojan_stream(s, o->p, &o->dst);
         if (t == NULL) {
             outbound_stream_close(s, 1);
             fail(o, ENOMEM, "out of memory");
@@ -333,6 +335,16 @@ void
 outbound_open_cancel(struct outbound_open *o)
 {
     release(o);
+}
+
+struct outbound_open *
+outbound_open_trojan_udp(const struct outbound_env *env, int policy, const struct flow_addr *dst,
+                         double timeout, outbound_open_cb cb, void *arg)
+{
+    struct outbound_open *o = outbound_open(env, policy, dst, timeout, cb, arg);
+    if (o != NULL)
+        o->udp = 1; /* read when the TLS handshake ends, later than this */
+    return o;
 }
 
 void

@@ -77,6 +77,10 @@ struct outbound_open *outbound_open(const struct outbound_env *env, int policy,
                                     const struct flow_addr *dst, double timeout,
                                     outbound_open_cb cb, void *arg);
 void outbound_open_cancel(struct outbound_open *o);
+/* The same for a Trojan proxy's UDP: the stream carries datagrams. */
+struct outbound_open *outbound_open_trojan_udp(const struct outbound_env *env, int policy,
+                                               const struct flow_addr *dst, double timeout,
+                                               outbound_open_cb cb, void *arg);
 /* Closes what a successful open delivered (a relay could not take it). */
 void outbound_result_close(const struct outbound_result *r, int reset);
 

@@ -107,6 +107,11 @@ int outbound_ss_setup(struct outbound_proxy *p, const char *cipher, const char *
 struct outbound_stream *outbound_trojan_stream(struct outbound_stream *tls,
                                                const struct outbound_proxy *p,
                                                const struct flow_addr *dst);
+/* The same with CMD UDP ASSOCIATE: datagrams then travel in the stream as
+ * [ATYP ADDR PORT][length BE16][CRLF][payload]. */
+struct outbound_stream *outbound_trojan_udp_stream(struct outbound_stream *tls,
+                                                   const struct outbound_proxy *p,
+                                                   const struct flow_addr *dst);
 /* Fills p->trojan_hash from the password. */
 void outbound_trojan_setup(struct outbound_proxy *p, const char *password);
 

@@ -13,6 +13,7 @@
 #define HEADER_MAX (HASH_LEN + 2 + 1 + 1 + 1 + FLOW_NAME_MAX + 2 + 2)
 #define IOV_MAX_WRAP 64
 #define CMD_CONNECT 1
+#define CMD_UDP_ASSOCIATE 3
 
 struct trojan {
     struct outbound_stream s;
@@ -170,9 +171,9 @@ static const struct outbound_stream_ops trojan_ops = {
     .close = trojan_close,
 };
 
-struct outbound_stream *
-outbound_trojan_stream(struct outbound_stream *tls, const struct outbound_proxy *p,
-                       const struct flow_addr *dst)
+static struct outbound_stream *
+make(struct outbound_stream *tls, const struct outbound_proxy *p, const struct flow_addr *dst,
+     uint8_t cmd)
 {
     struct trojan *t = malloc(sizeof(*t));
     size_t o = 0;
@@ -184,7 +185,7 @@ outbound_trojan_stream(struct outbound_stream *tls, const struct outbound_proxy 
     o = HASH_LEN;
     t->hdr[o++] = '\r';
     t->hdr[o++] = '\n';
-    t->hdr[o++] = CMD_CONNECT;
+    t->hdr[o++] = cmd;
     n = outbound_addr_write(t->hdr + o, sizeof(t->hdr) - o, dst);
     if (n < 0) {
         free(t);
@@ -204,6 +205,20 @@ outbound_trojan_stream(struct outbound_stream *tls, const struct outbound_proxy 
     t->delay.data = t;
     ev_timer_start(t->s.loop, &t->delay);
     return &t->s;
+}
+
+struct outbound_stream *
+outbound_trojan_stream(struct outbound_stream *tls, const struct outbound_proxy *p,
+                       const struct flow_addr *dst)
+{
+    return make(tls, p, dst, CMD_CONNECT);
+}
+
+struct outbound_stream *
+outbound_trojan_udp_stream(struct outbound_stream *tls, const struct outbound_proxy *p,
+                           const struct flow_addr *dst)
+{
+    return make(tls, p, dst, CMD_UDP_ASSOCIATE);
 }
 
 void

@@ -107,9 +107,14 @@ outbound_udp_open(const struct outbound_env *env, int policy, const struct flow_
     if (policy == FLOW_POLICY_REJECT) {
         u->why = "rejected by the group's choice";
     } else if (u->p != NULL && !u->p->udp) {
-        u->why = u->p->type == OUTBOUND_SHADOWSOCKS || u->p->type == OUTBOUND_SOCKS5
-                     ? "the proxy has udp = false"
-                     : "the proxy's protocol carries no UDP here";
+        u->why = u->p->type == OUTBOUND_HTTP ? "HTTP proxies carry no UDP"
+                                             : "the proxy has udp = false";
+    } else if (u->p != NULL && u->p->type == OUTBOUND_TROJAN) {
+        if (outbound_udp_trojan_start(u, policy) != 0) {
+            outbound_udp_close(u);
+            return NULL;
+        }
+        return u;
     } else if (u->p != NULL && u->p->type == OUTBOUND_SOCKS5) {
         if (outbound_udp_socks5_start(u) != 0) {
             outbound_udp_close(u);
@@ -151,6 +156,8 @@ outbound_udp_send(struct outbound_udp *u, const void *payload, size_t len)
         return send(u->fd, payload, len, 0);
     if (u->p->type == OUTBOUND_SOCKS5)
         return outbound_udp_socks5_send(u, payload, len);
+    if (u->p->type == OUTBOUND_TROJAN)
+        return outbound_udp_trojan_send(u, payload, len);
     ssize_t n = outbound_ss_udp_seal(u->p, &u->dst, payload, len, u->seal, sizeof(u->seal));
     if (n < 0) {
         errno = EMSGSIZE;
@@ -162,6 +169,8 @@ outbound_udp_send(struct outbound_udp *u, const void *payload, size_t len)
 ssize_t
 outbound_udp_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_t *off)
 {
+    if (u->p != NULL && u->p->type == OUTBOUND_TROJAN)
+        return outbound_udp_trojan_recv(u, buf, cap, off);
     ssize_t n = recv(u->fd, buf, cap, 0);
     if (n < 0 || u->p == NULL) {
         *off = 0;
@@ -186,6 +195,7 @@ outbound_udp_close(struct outbound_udp *u)
     if (u == NULL)
         return;
     ev_idle_stop(u->env->loop, &u->later);
+    outbound_udp_trojan_stop(u);
     outbound_udp_socks5_stop(u);
     if (u->q != NULL)
         dns_query_cancel(u->q);

@@ -24,6 +24,10 @@ struct outbound_udp {
     int ctl_fd;
     ev_io ctl_rd;
     int ctl_closed;
+    /* Trojan: the stream itself carries the datagrams. */
+    struct outbound_open *op;
+    uint8_t *rx;
+    size_t rx_len;
     uint8_t seal[65536 + 512];
 };
 
@@ -37,5 +41,11 @@ int outbound_udp_socks5_start(struct outbound_udp *u);
 void outbound_udp_socks5_stop(struct outbound_udp *u);
 ssize_t outbound_udp_socks5_send(struct outbound_udp *u, const void *payload, size_t len);
 ssize_t outbound_udp_socks5_unwrap(struct outbound_udp *u, uint8_t *buf, size_t n, size_t *off);
+
+/* udp_trojan.c */
+int outbound_udp_trojan_start(struct outbound_udp *u, int policy);
+void outbound_udp_trojan_stop(struct outbound_udp *u);
+ssize_t outbound_udp_trojan_send(struct outbound_udp *u, const void *payload, size_t len);
+ssize_t outbound_udp_trojan_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_t *off);
 
 #endif

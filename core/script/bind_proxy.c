@@ -258,6 +258,11 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
         if (pass == NULL)
             return "needs a password";
         outbound_trojan_setup(p, pass);
+        p->udp = 1; /* Trojan carries UDP unless the bundle says no */
+        lua_getfield(L, t, "udp");
+        if (lua_type(L, -1) == LUA_TBOOLEAN)
+            p->udp = lua_toboolean(L, -1);
+        lua_pop(L, 1);
         break;
     }
     return NULL;

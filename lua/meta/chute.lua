@@ -104,7 +104,7 @@ chute.on_dns = nil
 ---@field username? string       socks5, http(s)
 ---@field password? string       socks5, http(s), shadowsocks, trojan
 ---@field cipher? "aes-128-gcm"|"aes-256-gcm"|"chacha20-ietf-poly1305"  shadowsocks
----@field udp? boolean           UDP flows may use it (shadowsocks: default true)
+---@field udp? boolean           UDP flows may use it (shadowsocks, trojan: default true; socks5: UDP ASSOCIATE, default false)
 ---@field tls? boolean           http: speak TLS to the proxy (same as type "https")
 ---@field sni? string            trojan, https: the name sent and checked (default: server)
 ---@field skip_cert_verify? boolean  trojan, https: accept any certificate (warned at load)
