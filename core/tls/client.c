@@ -215,9 +215,11 @@ hs_step(struct tls_conn *c)
         break;
     }
     if (want == 0) { /* the engine wants nothing: it cannot progress */
-        const char *why;
+        const char *why = NULL;
         int e = br_ssl_engine_last_error(eng);
-        hs_fail(c, hs_reason(e ? e : BR_ERR_BAD_STATE, c->why, sizeof(c->why), &why), why);
+        /* Two statements: the arguments' order of evaluation is unspecified. */
+        int err = hs_reason(e ? e : BR_ERR_BAD_STATE, c->why, sizeof(c->why), &why);
+        hs_fail(c, err, why);
         return;
     }
     if ((c->hs_io.events & (EV_READ | EV_WRITE)) != want || !ev_is_active(&c->hs_io)) {
