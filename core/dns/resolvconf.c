@@ -1,38 +1,31 @@
 #include <arpa/inet.h>
-#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dns/hosts.h"
 #include "dns/upstream.h"
 
-/* "a.b.c.d" or "v6[%scope]" with port 53; 0 or -1. */
+/* An IP literal ("v6%scope" too, read by the hosts file's parser) with
+ * port 53; 0 or -1. */
 static int
 parse_server(const char *s, struct sockaddr_storage *out)
 {
+    struct dns_addr a;
+    if (dns_addr_parse(s, &a) != 0)
+        return -1;
     memset(out, 0, sizeof(*out));
-    struct sockaddr_in *s4 = (struct sockaddr_in *)out;
-    if (inet_pton(AF_INET, s, &s4->sin_addr) == 1) {
+    if (a.version == 4) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)out;
         s4->sin_family = AF_INET;
         s4->sin_port = htons(53);
-        return 0;
-    }
-    char buf[INET6_ADDRSTRLEN + IF_NAMESIZE + 2];
-    if (strlen(s) >= sizeof(buf))
-        return -1;
-    strcpy(buf, s);
-    char *scope = strchr(buf, '%');
-    if (scope != NULL)
-        *scope++ = '\0';
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
-    if (inet_pton(AF_INET6, buf, &s6->sin6_addr) != 1)
-        return -1;
-    s6->sin6_family = AF_INET6;
-    s6->sin6_port = htons(53);
-    if (scope != NULL) {
-        char *end;
-        unsigned long id = strtoul(scope, &end, 10);
-        s6->sin6_scope_id = *end == '\0' ? (uint32_t)id : if_nametoindex(scope);
+        memcpy(&s4->sin_addr, a.ip, 4);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons(53);
+        memcpy(&s6->sin6_addr, a.ip, 16);
+        s6->sin6_scope_id = a.scope;
     }
     return 0;
 }

@@ -96,7 +96,7 @@ static void
 name_policy(struct engine *e, struct flow *f)
 {
     f->policy_name = f->policy >= FLOW_POLICY__BUILTIN
-                         ? flow_policy_intern(script_policy_name(e->script, f->policy))
+                         ? script_policy_name(e->script, f->policy) /* interned by the set */
                          : NULL;
 }
 

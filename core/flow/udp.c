@@ -186,7 +186,7 @@ on_ready(void *arg, struct outbound_udp *u, const char *why)
         x->ready = 1;
         x->fd = outbound_udp_fd(u);
         if (x->flow.policy >= FLOW_POLICY__BUILTIN)
-            x->flow.via = flow_policy_intern(outbound_udp_via(u));
+            x->flow.via = outbound_udp_via(u);
         ev_io_init(&x->rd, on_reply, x->fd, EV_READ);
         x->rd.data = x;
         ev_io_start(loop, &x->rd);

@@ -370,7 +370,7 @@ on_connected(void *arg, const struct outbound_result *r)
     c->us->on_drain = on_up_drain;
     c->us->drain_arg = c;
     if (r->via != NULL && c->flow.policy >= FLOW_POLICY__BUILTIN)
-        c->flow.via = flow_policy_intern(r->via);
+        c->flow.via = r->via;
     c->up = c->us->fd;
     ev_io_set(&c->urd, c->up, EV_READ);
     ev_io_set(&c->uwr, c->up, EV_WRITE);

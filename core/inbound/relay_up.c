@@ -27,7 +27,7 @@ inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
         down_len = reply_len + up->extra_len;
     }
     if (up->via != NULL && f->policy >= FLOW_POLICY__BUILTIN)
-        f->via = flow_policy_intern(up->via);
+        f->via = up->via;
     double idle = script_config(e->script)->idle_timeout;
     int rc = up->stream != NULL
                  ? flow_relay_start_stream(r, e->loop, fd, up->stream, pre_up, pre_up_len, down,

@@ -555,7 +555,7 @@ take_upstream(struct conn *c, const struct outbound_result *r)
         c->us->drain_arg = c;
     }
     if (r->via != NULL && c->flow.policy >= FLOW_POLICY__BUILTIN)
-        c->flow.via = flow_policy_intern(r->via);
+        c->flow.via = r->via;
     ev_io_set(&c->urd, c->up, EV_READ);
     ev_io_set(&c->uwr, c->up, EV_WRITE);
     if (r->extra_len > 0) { /* the destination spoke first, inside the proxy's reply */

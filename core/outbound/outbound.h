@@ -64,7 +64,7 @@ struct outbound_result {
     size_t extra_len;              /* the destination's, for the client */
     int err;                       /* 0, or an errno value */
     const char *why;               /* static text when err != 0 */
-    const char *via;               /* the proxy used ("DIRECT", "hk"); static for the set's life */
+    const char *via;               /* the proxy used ("DIRECT", "hk"); lives forever (interned) */
 };
 typedef void (*outbound_open_cb)(void *arg, const struct outbound_result *r);
 struct outbound_open;

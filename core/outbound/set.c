@@ -69,6 +69,7 @@ set_free(struct outbound_set *s)
         tls_ctx_free(s->proxies[i].anchors);
     free(s->proxies);
     free(s->names);
+    free(s->interned);
     free(s->use_at);
     free(s->uses);
     free(s->view);
@@ -113,6 +114,15 @@ static int
 build_names(struct outbound_set *s)
 {
     size_t n = s->nproxies + s->ngroups, cap = 8;
+    /* Interned once here, so flows keep a policy's name past a reload
+     * without a lookup per flow. */
+    s->interned = malloc((n ? n : 1) * sizeof(*s->interned));
+    if (s->interned == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        s->interned[i] = flow_policy_intern(i < s->nproxies ? s->proxies[i].name
+                                                            : s->groups[i - s->nproxies].cfg.name);
+    }
     while (cap < 2 * n)
         cap *= 2;
     s->names = malloc(cap * sizeof(int));
@@ -317,6 +327,9 @@ outbound_set_name(const struct outbound_set *s, int policy)
         return "DIRECT";
     if (policy == FLOW_POLICY_REJECT)
         return "REJECT";
+    if (s->interned != NULL && policy >= FLOW_POLICY__BUILTIN &&
+        (size_t)policy - FLOW_POLICY__BUILTIN < s->nproxies + s->ngroups)
+        return s->interned[policy - FLOW_POLICY__BUILTIN];
     if (policy >= FLOW_POLICY__BUILTIN && (size_t)policy - FLOW_POLICY__BUILTIN < s->nproxies)
         return s->proxies[policy - FLOW_POLICY__BUILTIN].name;
     const struct group *g = group_of(s, policy);

@@ -64,7 +64,8 @@ int outbound_set_needs_tls(const struct outbound_set *s);
 
 /* Policy id of |name| (a proxy, a group, "DIRECT", "REJECT"), or -1. */
 int outbound_set_lookup(const struct outbound_set *s, const char *name);
-/* Name of |policy|: "DIRECT", "REJECT", a proxy's or a group's. */
+/* Name of |policy|: "DIRECT", "REJECT", a proxy's or a group's; the
+ * string lives as long as the process (interned), so flows may keep it. */
 const char *outbound_set_name(const struct outbound_set *s, int policy);
 /* The proxy behind |policy|, or NULL (DIRECT, REJECT, a group). */
 const struct outbound_proxy *outbound_set_proxy(const struct outbound_set *s, int policy);

@@ -41,6 +41,7 @@ struct outbound_set {
     size_t ngroups;
     int *names;               /* open addressing: ids, -1 empty */
     size_t names_mask;
+    const char **interned;  /* per policy id past the built-ins: names that live forever */
     /* Where each DIRECT/proxy id is a member, for report() once per flow:
      * uses[use_at[id] .. use_at[id + 1]) (id 1, REJECT, has none). */
     size_t *use_at;

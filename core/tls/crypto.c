@@ -232,34 +232,33 @@ tls_hkdf_sha1(const uint8_t *ikm, size_t ikm_len, const uint8_t *salt, size_t sa
     br_hkdf_produce(&hc, info, strlen(info), out, outlen);
 }
 
+/* One-shot digests through BearSSL's generic hash interface. */
+static void
+digest(const br_hash_class *vt, const void *data, size_t len, uint8_t *out)
+{
+    br_hash_compat_context c;
+
+    vt->init(&c.vtable);
+    vt->update(&c.vtable, data, len);
+    vt->out(&c.vtable, out);
+}
+
 void
 tls_md5(const void *data, size_t len, uint8_t out[16])
 {
-    br_md5_context c;
-
-    br_md5_init(&c);
-    br_md5_update(&c, data, len);
-    br_md5_out(&c, out);
+    digest(&br_md5_vtable, data, len, out);
 }
 
 void
 tls_sha1(const void *data, size_t len, uint8_t out[20])
 {
-    br_sha1_context c;
-
-    br_sha1_init(&c);
-    br_sha1_update(&c, data, len);
-    br_sha1_out(&c, out);
+    digest(&br_sha1_vtable, data, len, out);
 }
 
 void
 tls_sha224(const void *data, size_t len, uint8_t out[28])
 {
-    br_sha224_context c;
-
-    br_sha224_init(&c);
-    br_sha224_update(&c, data, len);
-    br_sha224_out(&c, out);
+    digest(&br_sha224_vtable, data, len, out);
 }
 
 /* One DRBG per thread, so no lock; a forked child would otherwise repeat
