@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/udp.h"
 #include "ip/ip.h"
 #include "netstack/netstack.h"

@@ -5,7 +5,7 @@
 
 #include "dns/dns.h"
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 #include "ip/ip.h"
 #include "script/script.h"

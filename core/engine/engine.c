@@ -12,7 +12,7 @@
 #include "netstack/netstack.h"
 #include "tun/tun.h"
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 #include "inbound/inbound.h"
 #include "script/script.h"
@@ -39,9 +39,9 @@ static void
 apply_log_level(struct chute_engine *ce)
 {
     if (ce->cli_log_level >= 0)
-        engine_log_level = (enum engine_log_level)ce->cli_log_level;
+        log_threshold = (enum log_level)ce->cli_log_level;
     else if (ce->e.script != NULL && script_config(ce->e.script)->log_level >= 0)
-        engine_log_level = (enum engine_log_level)script_config(ce->e.script)->log_level;
+        log_threshold = (enum log_level)script_config(ce->e.script)->log_level;
 }
 
 void
@@ -273,12 +273,12 @@ chute_engine_new(chute_engine **out, const struct chute_options *opts)
     struct engine *e = &ce->e;
     ce->cli_log_level = -1;
     if (opts != NULL && opts->log_level != NULL) {
-        ce->cli_log_level = engine_log_level_parse(opts->log_level);
+        ce->cli_log_level = log_level_parse(opts->log_level);
         if (ce->cli_log_level < 0) {
             free(ce);
             return CHUTE_ERR_INVALID;
         }
-        engine_log_level = (enum engine_log_level)ce->cli_log_level;
+        log_threshold = (enum log_level)ce->cli_log_level;
     }
     ce->handle_signals = opts != NULL && opts->handle_signals;
     e->loop = ev_loop_new(EVFLAG_AUTO);

@@ -7,7 +7,7 @@
 #include <sys/resource.h>
 
 #include "chute/chute.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 #include "script/script.h"
 
@@ -79,7 +79,7 @@ cmd_run(int argc, char **argv)
     optind = 2;
     while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) != -1) {
         if (c == 'l') {
-            if (engine_log_level_parse(optarg) < 0) {
+            if (log_level_parse(optarg) < 0) {
                 fprintf(stderr, "chute run: --log-level '%s': expected error, warn, info or debug\n",
                         optarg);
                 return 2;

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 
 struct flow_table {
@@ -55,11 +55,11 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
     t->st.bytes_down += f->bytes_down;
     char *sniffed = f->sniffed;
     f->sniffed = NULL;
-    if (engine_log_level >= ENGINE_LOG_INFO) {
+    if (log_threshold >= LOG_LEVEL_INFO) {
         char src[64], dst[300];
         flow_sockaddr_format(&f->src, src, sizeof(src));
         flow_addr_format(&f->dst, dst, sizeof(dst));
-        engine_log_write(ENGINE_LOG_INFO,
+        log_write(LOG_LEVEL_INFO,
                          "flow %llu %s %s %s -> %s%s%s policy=%s%s%s rule=\"%s%s%s\" up=%llu "
                          "down=%llu time=%.3fs close=%s",
                          (unsigned long long)f->id, flow_network_name(f->network),

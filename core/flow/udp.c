@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 #include "flow/hash.h"
 #include "flow/udp.h"

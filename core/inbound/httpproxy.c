@@ -5,7 +5,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/relay.h"
 #include "outbound/stream.h"
 #include "http/http.h"

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "inbound/inbound.h"
 #include "script/script.h"
 

@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/relay.h"
 #include "flow/sniff.h"
 #include "outbound/stream.h"

@@ -10,7 +10,7 @@
 #include "lwip/stats.h"
 
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 #include "flow/sniff.h"
 #include "ip/ip.h"

@@ -5,7 +5,7 @@
 #include "lwip/prot/ip6.h"
 #include "lwip/priv/tcp_priv.h"
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "ip/ip.h"
 #include "netstack/netstack_int.h"
 

@@ -8,7 +8,7 @@
 
 #include <netinet/in.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "ip/ip.h"
 #include "netstack/netstack_int.h"
 #include "tun/tun.h"

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 #include "outbound/set_int.h"
 #include "outbound/stream.h"

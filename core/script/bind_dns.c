@@ -7,7 +7,7 @@
 
 #include "dns/dns.h"
 #include "dns/msg.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "script/script_int.h"
 
 /* dns = { ... } read into struct script_dns, and chute.on_dns(q). */

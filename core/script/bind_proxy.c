@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "outbound/set.h"
 #include "tls/tls.h"
 #include "script/script_int.h"

@@ -8,7 +8,7 @@
 #include "flow/process.h"
 #include "rules/list.h"
 #include "rules/rules.h"
-#include "engine/log.h"
+#include "log/log.h"
 #include "script/script_int.h"
 
 /* chute.ruleset(path [, {format = ..., skip_invalid = bool}]): a rule list

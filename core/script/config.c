@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "script/script_int.h"
 
 /* Defaults a bundle gets for what it leaves out. */
@@ -211,7 +211,7 @@ script_config_read(struct script *s, char *err, size_t errlen)
     int t = lua_gettop(L);
     int rc = 0;
     if (lua_getfield(L, t, "log_level") == LUA_TSTRING)
-        c->log_level = engine_log_level_parse(lua_tostring(L, -1));
+        c->log_level = log_level_parse(lua_tostring(L, -1));
     lua_pop(L, 1);
     if (lua_getfield(L, t, "fallback") == LUA_TSTRING) {
         /* Checked here, not in chute.config(): proxies may be declared after it. */

@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "script/script_int.h"
 
 /* Does |msg| start with a "chunk:line:" position? error("x", 0) and error

@@ -3,7 +3,7 @@
 
 #include <lualib.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "script/script_int.h"
 
 /* The bundle's environment is built from an allow-list (Redis

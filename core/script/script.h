@@ -69,7 +69,7 @@ struct script_dns {
 /* The bundle's configuration after chute.config(), with defaults applied.
  * Owned by the script; valid until script_free. */
 struct script_config {
-    int log_level;          /* enum engine_log_level, or -1 when the bundle says nothing */
+    int log_level;          /* enum log_level, or -1 when the bundle says nothing */
     int fallback;           /* policy for flows whose route() fails */
     struct script_listener socks, http;
     double connect_timeout; /* seconds */

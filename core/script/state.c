@@ -6,7 +6,7 @@
 
 #include <lualib.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "script/script_int.h"
 
 #define DEFAULT_LUA_MEMORY (64u << 20)
@@ -43,11 +43,11 @@ l_log(lua_State *L)
 {
     const char *lvl = luaL_checkstring(L, 1);
     const char *msg = luaL_checkstring(L, 2);
-    int level = engine_log_level_parse(lvl);
+    int level = log_level_parse(lvl);
     if (level < 0)
         return luaL_error(L, "chute.log: unknown level '%s'", lvl);
     luaL_where(L, 1);
-    LOG_AT((enum engine_log_level)level, "script: %s%s", lua_tostring(L, -1), msg);
+    LOG_AT((enum log_level)level, "script: %s%s", lua_tostring(L, -1), msg);
     return 0;
 }
 

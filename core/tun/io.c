@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "tun/tun_int.h"
 
 /* The queue holds a burst of a 1 MiB window at least (~700 packets at MTU

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "script/script.h"
 #include "tun/netlink.h"
 #include "tun/tun_int.h"

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <netinet/in.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 #include "flow/flow.h"
 #include "script/script.h"
 #include "script/script_int.h"
@@ -157,7 +157,7 @@ test_config_values(void **state)
     const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&c->http.addr;
     int alice = -1;
 
-    assert_int_equal(c->log_level, ENGINE_LOG_DEBUG);
+    assert_int_equal(c->log_level, LOG_LEVEL_DEBUG);
     assert_int_equal(c->fallback, FLOW_POLICY_REJECT);
     assert_true(c->connect_timeout == 2.5);
     assert_true(c->idle_timeout == 60.0);
@@ -544,6 +544,6 @@ main(void)
         cmocka_unit_test(test_flow_kept_across_calls),
     };
 
-    engine_log_level = ENGINE_LOG_WARN;
+    log_threshold = LOG_LEVEL_WARN;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

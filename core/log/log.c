@@ -3,14 +3,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/log.h"
+#include "log/log.h"
 
-enum engine_log_level engine_log_level = ENGINE_LOG_INFO;
+enum log_level log_threshold = LOG_LEVEL_INFO;
 
 static const char *const names[] = {"error", "warn", "info", "debug"};
 
 int
-engine_log_level_parse(const char *name)
+log_level_parse(const char *name)
 {
     for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
         if (strcmp(name, names[i]) == 0)
@@ -19,7 +19,7 @@ engine_log_level_parse(const char *name)
 }
 
 void
-engine_log_write(enum engine_log_level level, const char *fmt, ...)
+log_write(enum log_level level, const char *fmt, ...)
 {
     char line[2048];
     struct timespec ts;
