@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "flow/relay.h"
-#include "outbound/outbound.h"
+#include "io/io.h"
 
 #define PIPE_CHUNK (64 * 1024)
 /* Moves per wake-up before yielding to other flows. */
@@ -38,8 +38,8 @@ finish(struct flow_relay *r, const char *reason, int reset)
     ev_timer_stop(loop, &r->_idle);
     r->_running = 0;
     if (reset) {
-        outbound_close_reset(cfd);
-        outbound_close_reset(ufd);
+        io_close_reset(cfd);
+        io_close_reset(ufd);
     } else {
         close(cfd);
         close(ufd);
@@ -180,30 +180,45 @@ dir_init(struct flow_relay *r, struct flow_relay_dir *d, int src, int dst, const
     return 0;
 }
 
-int
-flow_relay_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, int up_fd,
-                 const void *pre_up, size_t pre_up_len, const void *pre_down,
-                 size_t pre_down_len, uint64_t *up_count, uint64_t *down_count, double idle,
-                 flow_relay_done_cb cb, void *arg)
+/* Splice mode: the sockets under two bare-socket streams. */
+static int
+splice_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, int up_fd,
+             const struct flow_relay_args *a)
 {
     memset(r, 0, sizeof(*r));
     r->_loop = loop;
-    r->_cb = cb;
-    r->_arg = arg;
-    if (dir_init(r, &r->_up, client_fd, up_fd, pre_up, pre_up_len, up_count) != 0 ||
-        dir_init(r, &r->_down, up_fd, client_fd, pre_down, pre_down_len, down_count) != 0) {
+    r->_cb = a->cb;
+    r->_arg = a->arg;
+    if (dir_init(r, &r->_up, client_fd, up_fd, a->pre_up, a->pre_up_len, a->up_count) != 0 ||
+        dir_init(r, &r->_down, up_fd, client_fd, a->pre_down, a->pre_down_len,
+                 a->down_count) != 0) {
         free(r->_up._pre);
         free(r->_down._pre);
         return -1;
     }
     r->_running = 1;
-    r->_idle_timeout = idle;
+    r->_idle_timeout = a->idle;
     r->_last = ev_now(loop);
-    ev_timer_init(&r->_idle, on_idle, 0, idle);
+    ev_timer_init(&r->_idle, on_idle, 0, a->idle);
     ev_timer_again(loop, &r->_idle);
     /* Everything starts from the loop, so |cb| never runs inside this call. */
-    want(r, &r->_up, pre_up_len == 0, pre_up_len > 0);
-    want(r, &r->_down, pre_down_len == 0, pre_down_len > 0);
+    want(r, &r->_up, a->pre_up_len == 0, a->pre_up_len > 0);
+    want(r, &r->_down, a->pre_down_len == 0, a->pre_down_len > 0);
+    return 0;
+}
+
+int
+flow_relay_start(struct flow_relay *r, struct ev_loop *loop, const struct flow_relay_args *a)
+{
+    int cfd = io_splice_fd(a->client), ufd = io_splice_fd(a->upstream);
+
+    if (cfd < 0 || ufd < 0)
+        return flow_relay_start_stream(r, loop, a);
+    if (splice_start(r, loop, cfd, ufd, a) != 0)
+        return -1;
+    /* The relay owns the sockets now; the wrappers go. */
+    io_fd_release(a->client);
+    io_fd_release(a->upstream);
     return 0;
 }
 

@@ -1,17 +1,18 @@
 #ifndef CHUTE_FLOW_RELAY_H
 #define CHUTE_FLOW_RELAY_H
 
-/* Byte relay between two connected kernel sockets with splice(2) through a
- * pipe per direction (HAProxy's kernel splicing): bytes never enter user
- * space, and at most one pipe's worth (64 KiB) is in flight per direction,
- * which is the back-pressure: a direction stops reading while its pipe
- * cannot drain. A FIN is passed on as shutdown(SHUT_WR) once the pipe is
- * empty; a reset on one side becomes a reset on the other.
+/* The byte relay between a flow's client stream and its upstream stream,
+ * written once for every inbound and outbound. When both are bare sockets
+ * (io_splice_fd() >= 0) it splices (relay.c: splice(2) through a pipe per
+ * direction, HAProxy's kernel splicing): bytes never enter user space, and
+ * at most one pipe's worth (64 KiB) is in flight per direction, which is
+ * the back-pressure: a direction stops reading while its pipe cannot
+ * drain. A FIN is passed on as shutdown(SHUT_WR) once the pipe is empty; a
+ * reset on one side becomes a reset on the other.
  *
- * Stream mode (relay_stream.c) relays a client socket to an outbound_stream
- * (Shadowsocks, TLS): plaintext passes through a user-space buffer per
- * direction (64 KiB, allocated on first use), with the same back-pressure,
- * half-close, idle and reset rules. */
+ * Otherwise stream mode (relay_stream.c): bytes pass through a user-space
+ * buffer per direction (64 KiB, allocated on first use), with the same
+ * back-pressure, half-close, idle and reset rules. */
 
 #include <ev.h>
 #include <stddef.h>
@@ -19,7 +20,7 @@
 
 struct flow_relay;
 struct flow_relay_stream;
-struct outbound_stream;
+struct io_stream;
 
 /* |reason| is a static string: "done", "reset", "idle", "error", and in
  * stream mode also "auth failed" (the stream reported EBADMSG: a bad AEAD
@@ -50,41 +51,38 @@ struct flow_relay {
     struct flow_relay_stream *_st; /* stream mode's state; NULL in splice mode */
 };
 
-/* Takes ownership of |client_fd| and |up_fd| (both non-blocking, connected)
- * and relays until both directions end, an error, or |idle| seconds with no
- * byte moved; then stops, closes both sockets and calls |cb| once, from the
- * loop. |pre_up| / |pre_down| (copied) are sent first to the upstream / the
- * client: bytes a client sent early, a proxy reply. Byte counts go to
- * |*up_count| and |*down_count|. Returns 0, or -1 when out of memory (the
- * sockets are then still the caller's). */
-int flow_relay_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, int up_fd,
-                     const void *pre_up, size_t pre_up_len, const void *pre_down,
-                     size_t pre_down_len, uint64_t *up_count, uint64_t *down_count, double idle,
-                     flow_relay_done_cb cb, void *arg);
+struct flow_relay_args {
+    struct io_stream *client, *upstream;
+    const void *pre_up;   /* sent to the upstream first (copied): bytes a client */
+    size_t pre_up_len;    /* sent early, e.g. while its host was sniffed */
+    const void *pre_down; /* sent to the client first (copied): a proxy reply */
+    size_t pre_down_len;
+    uint64_t *up_count;   /* bytes the upstream took, |pre_up| included */
+    uint64_t *down_count; /* bytes delivered to the client, |pre_down| excluded */
+    double idle;          /* seconds with no byte moved before "idle" */
+    flow_relay_done_cb cb;
+    void *arg;
+};
 
-/* Stream mode: as flow_relay_start, with the upstream an outbound_stream
- * |up| (owned from now on: the relay sets its on_drain, and closes it with a
- * reset when the client resets, the stream fails or on "auth failed").
- * |*up_count| counts bytes the stream accepted, |pre_up| included;
- * |*down_count| bytes delivered to the client, |pre_down| excluded (as in
- * splice mode). A client EOF becomes the stream's shutdown op once every
- * byte was taken; the stream's end becomes shutdown(SHUT_WR) on the client.
- * Each direction moves at most 256 KiB per wake-up before yielding to the
- * loop. When both directions end ("done") the stream is closed with
- * close(0) right after its shutdown op, so close(0) must still send what
- * the stream holds. Returns 0, or -1 when out of memory (|client_fd| and
- * |up| are then still the caller's). */
-int flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop, int client_fd,
-                            struct outbound_stream *up, const void *pre_up, size_t pre_up_len,
-                            const void *pre_down, size_t pre_down_len, uint64_t *up_count,
-                            uint64_t *down_count, double idle, flow_relay_done_cb cb, void *arg);
+/* Takes ownership of both streams (the relay sets their callbacks) and
+ * relays until both directions end, an error, or |idle| seconds with no
+ * byte moved; then stops, closes both (with a reset when one side reset,
+ * a stream failed or on "auth failed") and calls |cb| once, from the loop.
+ * A client EOF becomes the upstream's shutdown once every byte was taken,
+ * and the other way round. Each direction moves at most 256 KiB per
+ * wake-up before yielding to the loop. When both directions end ("done")
+ * the streams are closed with close(0) right after their shutdown, so
+ * close(0) must still send what a stream holds. Returns 0, or -1 when out
+ * of memory (the streams are then still the caller's). */
+int flow_relay_start(struct flow_relay *r, struct ev_loop *loop, const struct flow_relay_args *a);
 
-/* Stops relaying and closes everything (a plain close, the stream with
- * close(0)) without calling the callback, in either mode. A no-op on a
- * relay that is not running. */
+/* Stops relaying and closes everything (close(0)) without calling the
+ * callback. A no-op on a relay that is not running. */
 void flow_relay_stop(struct flow_relay *r);
 
-/* Internal: flow_relay_stop for stream mode, in relay_stream.c. */
+/* Internal to flow/: stream mode. */
+int flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop,
+                            const struct flow_relay_args *a);
 void flow_relay_stream_stop(struct flow_relay *r);
 
 #endif

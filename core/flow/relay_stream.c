@@ -5,14 +5,14 @@
 #include <unistd.h>
 
 #include "flow/relay.h"
+#include "io/io.h"
 #include "outbound/outbound.h"
-#include "outbound/stream.h"
 
-/* Stream mode of the relay. The client side is a kernel socket, the
- * upstream an outbound_stream that encrypts into (and decrypts from) its own
- * buffers, so bytes cross user space once per direction: client -> ubuf ->
- * writev (the stream's copy is its encryption), and read (the stream's copy
- * is its decryption) -> dbuf -> client. */
+/* Stream mode of the relay, between any two io_streams (a socket, TLS,
+ * Shadowsocks, Trojan, an lwIP connection): bytes cross user space once per
+ * direction: client -> ubuf -> writev (an encrypting stream's copy is its
+ * encryption), and read (a decrypting stream's copy is its decryption) ->
+ * dbuf -> client. */
 
 #define BUF_SIZE (64 * 1024)
 /* Bytes moved per direction per wake-up before yielding to other flows. */
@@ -20,10 +20,9 @@
 
 struct flow_relay_stream {
     struct flow_relay *r;
-    struct outbound_stream *s;
-    int cfd;
-    ev_io crd, cwr, srd; /* client readable, client writable, stream readable */
-    ev_idle kick;        /* "pump on the next loop pass" (start, budget spent) */
+    struct io_stream *s; /* the upstream */
+    struct io_stream *c; /* the client */
+    ev_idle kick;        /* "pump on the next loop pass" (the start) */
     int kick_up, kick_down;
     /* client -> stream: ubuf[uoff, ulen) is read but not yet taken */
     char *ubuf;
@@ -41,12 +40,12 @@ static void
 release(struct flow_relay_stream *t)
 {
     struct ev_loop *loop = t->r->_loop;
-    ev_io_stop(loop, &t->crd);
-    ev_io_stop(loop, &t->cwr);
-    ev_io_stop(loop, &t->srd);
+    io_read_stop(t->c);
+    io_read_stop(t->s);
+    io_set_callbacks(t->c, NULL, NULL, NULL);
+    io_set_callbacks(t->s, NULL, NULL, NULL);
     ev_idle_stop(loop, &t->kick);
     ev_timer_stop(loop, &t->r->_idle);
-    t->s->on_drain = NULL;
     t->r->_st = NULL;
     t->r->_running = 0;
     free(t->ubuf);
@@ -58,14 +57,10 @@ static void
 finish(struct flow_relay_stream *t, const char *reason, int reset)
 {
     struct flow_relay *r = t->r;
-    struct outbound_stream *s = t->s;
-    int cfd = t->cfd;
+    struct io_stream *s = t->s, *c = t->c;
     release(t);
-    if (reset)
-        outbound_close_reset(cfd);
-    else
-        close(cfd);
-    outbound_stream_close(s, reset);
+    io_close(c, reset);
+    io_close(s, reset);
     r->_cb(r, r->_arg, reason);
 }
 
@@ -117,15 +112,13 @@ pump_up(struct flow_relay_stream *t)
     for (;;) {
         if (t->uoff < t->ulen) {
             struct iovec iov = {t->ubuf + t->uoff, t->ulen - t->uoff};
-            ssize_t n = outbound_stream_writev(t->s, &iov, 1);
+            ssize_t n = io_writev(t->s, &iov, 1);
             if (n < 0 && errno == EAGAIN) {
                 /* The stream is full: the client waits until on_drain. */
                 t->uwait = 1;
-                ev_io_stop(loop, &t->crd);
+                io_read_stop(t->c);
                 return 0;
             }
-            if (n < 0 && errno == EINTR)
-                continue;
             if (n < 0) {
                 stream_failed(t, errno);
                 return -1;
@@ -137,21 +130,21 @@ pump_up(struct flow_relay_stream *t)
         }
         t->uoff = t->ulen = 0;
         if (t->ueof) {
-            ev_io_stop(loop, &t->crd);
+            io_read_stop(t->c);
             if (!t->ushut) {
                 t->ushut = 1;
-                if (t->s->ops->shutdown(t->s) != 0) {
+                if (io_shutdown(t->s) != 0) {
                     stream_failed(t, errno);
                     return -1;
                 }
             }
             return check_done(t);
         }
-        /* A short read emptied the socket: waiting for EV_READ saves the
-         * read that would only say EAGAIN. Level-triggered watchers also
-         * bring us back when the budget ran out. */
+        /* A short read emptied the client: waiting for on_readable saves
+         * the read that would only say EAGAIN. Streams call on_readable
+         * again for what is left when the budget ran out. */
         if (drained || budget == 0) {
-            ev_io_start(loop, &t->crd);
+            io_read_start(t->c);
             return 0;
         }
         if (buf_get(&t->ubuf, &t->ucap) == NULL) {
@@ -159,10 +152,14 @@ pump_up(struct flow_relay_stream *t)
             return -1;
         }
         size_t want = t->ucap < budget ? t->ucap : budget;
-        ssize_t n = read(t->cfd, t->ubuf, want);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            ev_io_start(loop, &t->crd);
+        ssize_t n = io_read(t->c, t->ubuf, want);
+        if (n < 0 && errno == EAGAIN) {
+            io_read_start(t->c);
             return 0;
+        }
+        if (n < 0 && errno == EBADMSG) {
+            stream_failed(t, errno);
+            return -1;
         }
         if (n < 0) {
             finish(t, "reset", 1); /* ECONNRESET: reset the stream too */
@@ -185,8 +182,8 @@ pump_down(struct flow_relay_stream *t)
     int drained = 0;
     for (;;) {
         if (t->doff < t->dlen) {
-            ssize_t n = send(t->cfd, t->dbuf + t->doff, t->dlen - t->doff, MSG_NOSIGNAL);
-            if (n < 0 && errno != EAGAIN && errno != EINTR) {
+            ssize_t n = io_write(t->c, t->dbuf + t->doff, t->dlen - t->doff);
+            if (n < 0 && errno != EAGAIN) {
                 finish(t, "reset", 1); /* EPIPE/ECONNRESET: the client is gone */
                 return -1;
             }
@@ -198,34 +195,23 @@ pump_down(struct flow_relay_stream *t)
                 t->r->_last = ev_now(loop);
             }
             if (t->doff < t->dlen) {
-                /* A short send means a full socket buffer: stop reading
-                 * the stream until the client drains. */
-                ev_io_stop(loop, &t->srd);
-                ev_io_start(loop, &t->cwr);
+                /* A short write means a full client: stop reading the
+                 * stream until the client's on_drain. */
+                io_read_stop(t->s);
                 return 0;
             }
         }
         t->doff = t->dlen = 0;
-        ev_io_stop(loop, &t->cwr);
         if (t->deof) {
-            ev_io_stop(loop, &t->srd);
+            io_read_stop(t->s);
             if (!t->dshut) {
                 t->dshut = 1;
-                shutdown(t->cfd, SHUT_WR);
+                io_shutdown(t->c);
             }
             return check_done(t);
         }
-        if (drained) {
-            ev_io_start(loop, &t->srd);
-            return 0;
-        }
-        if (budget == 0) {
-            /* Decrypted bytes inside the stream make no EV_READ. */
-            ev_io_start(loop, &t->srd);
-            if (outbound_stream_pending(t->s) > 0) {
-                t->kick_down = 1;
-                ev_idle_start(loop, &t->kick);
-            }
+        if (drained || budget == 0) {
+            io_read_start(t->s);
             return 0;
         }
         if (buf_get(&t->dbuf, &t->dcap) == NULL) {
@@ -236,7 +222,7 @@ pump_down(struct flow_relay_stream *t)
          * record per read) so the client gets fewer, larger sends. */
         size_t want = t->dcap < budget ? t->dcap : budget;
         while (t->dlen < want) {
-            ssize_t n = outbound_stream_read(t->s, t->dbuf + t->dlen, want - t->dlen);
+            ssize_t n = io_read(t->s, t->dbuf + t->dlen, want - t->dlen);
             if (n > 0) {
                 t->dlen += (size_t)n;
                 continue;
@@ -249,31 +235,32 @@ pump_down(struct flow_relay_stream *t)
                 drained = 1;
                 break;
             }
-            if (errno != EINTR) {
-                stream_failed(t, errno);
-                return -1;
-            }
+            stream_failed(t, errno);
+            return -1;
         }
         budget -= t->dlen;
     }
 }
 
 static void
-on_client_read(struct ev_loop *loop, ev_io *w, int revents)
+on_client_readable(void *arg)
 {
-    pump_up(w->data);
+    pump_up(arg);
 }
 
 static void
-on_client_write(struct ev_loop *loop, ev_io *w, int revents)
+on_client_drain(void *arg)
 {
-    pump_down(w->data);
+    struct flow_relay_stream *t = arg;
+    /* A background failure on the client side shows on its next read. */
+    if (pump_down(t) == 0 && t->doff == t->dlen && !t->ueof && !t->uwait)
+        pump_up(t);
 }
 
 static void
-on_stream_read(struct ev_loop *loop, ev_io *w, int revents)
+on_stream_readable(void *arg)
 {
-    pump_down(w->data);
+    pump_down(arg);
 }
 
 static void
@@ -331,46 +318,41 @@ pre_copy(char **buf, size_t *cap, size_t *len, const void *pre, size_t pre_len)
 }
 
 int
-flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop, int client_fd,
-                        struct outbound_stream *up, const void *pre_up, size_t pre_up_len,
-                        const void *pre_down, size_t pre_down_len, uint64_t *up_count,
-                        uint64_t *down_count, double idle, flow_relay_done_cb cb, void *arg)
+flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop,
+                        const struct flow_relay_args *a)
 {
     struct flow_relay_stream *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return -1;
-    if (pre_copy(&t->ubuf, &t->ucap, &t->ulen, pre_up, pre_up_len) != 0 ||
-        pre_copy(&t->dbuf, &t->dcap, &t->dlen, pre_down, pre_down_len) != 0) {
+    if (pre_copy(&t->ubuf, &t->ucap, &t->ulen, a->pre_up, a->pre_up_len) != 0 ||
+        pre_copy(&t->dbuf, &t->dcap, &t->dlen, a->pre_down, a->pre_down_len) != 0) {
         free(t->ubuf);
         free(t);
         return -1;
     }
     memset(r, 0, sizeof(*r));
     r->_loop = loop;
-    r->_cb = cb;
-    r->_arg = arg;
+    r->_cb = a->cb;
+    r->_arg = a->arg;
     r->_st = t;
     r->_running = 1;
-    r->_idle_timeout = idle;
+    r->_idle_timeout = a->idle;
     r->_last = ev_now(loop);
     t->r = r;
-    t->s = up;
-    t->cfd = client_fd;
-    t->dpre = pre_down_len;
-    t->up_count = up_count;
-    t->down_count = down_count;
-    ev_io_init(&t->crd, on_client_read, client_fd, EV_READ);
-    ev_io_init(&t->cwr, on_client_write, client_fd, EV_WRITE);
-    ev_io_init(&t->srd, on_stream_read, up->fd, EV_READ);
+    t->s = a->upstream;
+    t->c = a->client;
+    t->dpre = a->pre_down_len;
+    t->up_count = a->up_count;
+    t->down_count = a->down_count;
     ev_idle_init(&t->kick, on_kick);
     /* Highest priority: an idle watcher then runs on every loop pass after
      * the poll (which it makes non-blocking), not only when the loop is
      * otherwise idle, so a kicked flow waits one pass, never longer. */
     ev_set_priority(&t->kick, EV_MAXPRI);
-    t->crd.data = t->cwr.data = t->srd.data = t->kick.data = t;
-    up->on_drain = on_drain;
-    up->drain_arg = t;
-    ev_timer_init(&r->_idle, on_idle, 0, idle);
+    t->kick.data = t;
+    io_set_callbacks(t->c, on_client_readable, on_client_drain, t);
+    io_set_callbacks(t->s, on_stream_readable, on_drain, t);
+    ev_timer_init(&r->_idle, on_idle, 0, a->idle);
     ev_timer_again(loop, &r->_idle);
     /* Everything starts from the loop, so |cb| never runs inside this call;
      * the first pass also reads bytes the stream decrypted already. */
@@ -384,9 +366,8 @@ void
 flow_relay_stream_stop(struct flow_relay *r)
 {
     struct flow_relay_stream *t = r->_st;
-    struct outbound_stream *s = t->s;
-    int cfd = t->cfd;
+    struct io_stream *s = t->s, *c = t->c;
     release(t);
-    close(cfd);
-    outbound_stream_close(s, 0);
+    io_close(c, 0);
+    io_close(s, 0);
 }

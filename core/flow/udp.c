@@ -29,11 +29,9 @@ struct entry {
     struct flow_node node; /* first: the table's node is the entry */
     struct flow flow;
     struct flow_udp_table *t;
-    int fd;                /* the upstream's socket once ready; -1 before, or refused */
     struct outbound_udp *u;/* NULL: refused (REJECT, or the upstream could not open) */
     struct held *held;     /* while opening */
     unsigned nheld, ready : 1;
-    ev_io rd;
     ev_timer idle;
     double last;
     struct entry *prev, *next;
@@ -54,7 +52,6 @@ entry_free(struct entry *x, const char *reason)
 {
     struct flow_udp_table *t = x->t;
     struct ev_loop *loop = t->e->loop;
-    ev_io_stop(loop, &x->rd);
     ev_timer_stop(loop, &x->idle);
     outbound_udp_close(x->u);
     while (x->held != NULL) {
@@ -112,10 +109,11 @@ refused_upstream(struct entry *x)
 /* Upstream replies become IP packets from the original destination back to
  * the client's port, queued for the next write-queue flush. */
 static void
-on_reply(struct ev_loop *loop, ev_io *w, int revents)
+on_reply(void *arg)
 {
-    struct entry *x = w->data;
+    struct entry *x = arg;
     struct flow_udp_table *t = x->t;
+    struct ev_loop *loop = t->e->loop;
     struct tun *tun = t->e->tun;
     const struct flow_key *k = &x->node.key;
     size_t hdr = k->version == 4 ? 28 : 48;
@@ -184,12 +182,9 @@ on_ready(void *arg, struct outbound_udp *u, const char *why)
         return;
     } else {
         x->ready = 1;
-        x->fd = outbound_udp_fd(u);
         if (x->flow.policy >= FLOW_POLICY__BUILTIN)
             x->flow.via = outbound_udp_via(u);
-        ev_io_init(&x->rd, on_reply, x->fd, EV_READ);
-        x->rd.data = x;
-        ev_io_start(loop, &x->rd);
+        outbound_udp_watch(u, on_reply, x);
     }
     while (x->held != NULL) {
         struct held *h = x->held;
@@ -253,7 +248,6 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_k
     if (x == NULL)
         return NULL;
     x->t = t;
-    x->fd = -1;
     x->node.key = *k;
     x->flow.network = FLOW_UDP;
     x->flow.inbound = FLOW_IN_TUN;

@@ -7,7 +7,7 @@
 #include "engine/engine.h"
 #include "log/log.h"
 #include "flow/relay.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 #include "http/http.h"
 #include "inbound/inbound.h"
 #include "script/script.h"
@@ -49,9 +49,9 @@ head_may_be_complete(struct buf *b)
 struct conn {
     struct inbound_conn base;
     enum state state;
-    int fd, up;                  /* client, upstream (-1 when none) */
-    struct outbound_stream *us;  /* the upstream while forwarding (a bare socket wrapped) */
-    ev_io crd, cwr, urd, uwr;
+    int fd, up;                  /* client; up >= 0 while there is an upstream */
+    struct io_stream *us;        /* the upstream while forwarding */
+    ev_io crd, cwr;
     ev_timer timer;              /* idle (and head) deadline */
     double last;
     struct flow flow;
@@ -81,12 +81,7 @@ end_flow(struct conn *c, const char *reason)
 {
     struct engine *e = engine_of(c);
     if (c->up >= 0) {
-        ev_io_stop(e->loop, &c->urd);
-        ev_io_stop(e->loop, &c->uwr);
-        if (c->us != NULL)
-            outbound_stream_close(c->us, 0);
-        else
-            close(c->up);
+        io_close(c->us, 0);
         c->us = NULL;
         c->up = -1;
     }
@@ -199,7 +194,7 @@ fill_up(struct conn *c, struct buf *b)
 {
     if (buf_reserve(b) != 0 || b->len == b->cap)
         return -1;
-    ssize_t n = outbound_stream_read(c->us, b->p + b->len, b->cap - b->len);
+    ssize_t n = io_read(c->us, b->p + b->len, b->cap - b->len);
     if (n < 0)
         return errno == EAGAIN || errno == EINTR ? -1 : -2;
     b->len += (size_t)n;
@@ -211,7 +206,7 @@ drain_up(struct conn *c, struct buf *b, uint64_t *count)
 {
     if (b->fwd == 0)
         return 0;
-    ssize_t n = outbound_stream_write(c->us, b->p, b->fwd);
+    ssize_t n = io_write(c->us, b->p, b->fwd);
     if (n < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1; /* on_drain wakes us */
     buf_consume(b, (size_t)n);
@@ -355,25 +350,16 @@ on_connected(void *arg, const struct outbound_result *r)
         if (inbound_relay_upstream(&c->relay, e, c->fd, r, c->cin.p, c->cin.len, ok,
                                    sizeof(ok) - 1, &c->flow, on_relay_done, c) != 0) {
             c->state = CONNECTING;
-            outbound_result_close(r, 1);
+            io_close(r->stream, 1);
             fail(c, 502, "Bad Gateway", NULL);
         }
         return;
     }
-    /* Forwarding reads and writes the upstream itself: always as a stream. */
-    c->us = r->stream ? r->stream : outbound_plain_new(e->loop, r->fd);
-    if (c->us == NULL) {
-        outbound_result_close(r, 1);
-        fail(c, 502, "Bad Gateway", NULL);
-        return;
-    }
-    c->us->on_drain = on_up_drain;
-    c->us->drain_arg = c;
+    c->us = r->stream;
+    io_set_callbacks(c->us, on_up_drain, on_up_drain, c);
     if (r->via != NULL && c->flow.policy >= FLOW_POLICY__BUILTIN)
         c->flow.via = r->via;
-    c->up = c->us->fd;
-    ev_io_set(&c->urd, c->up, EV_READ);
-    ev_io_set(&c->uwr, c->up, EV_WRITE);
+    c->up = 0;
     if (r->extra_len > 0 && (buf_reserve(&c->uin) != 0 || c->uin.cap - c->uin.len < r->extra_len)) {
         fail(c, 502, "Bad Gateway", NULL);
         return;
@@ -503,7 +489,7 @@ static int
 req_step(struct conn *c)
 {
     if (c->head_off < c->head_len) {
-        ssize_t n = outbound_stream_write(c->us, c->head + c->head_off, c->head_len - c->head_off);
+        ssize_t n = io_write(c->us, c->head + c->head_off, c->head_len - c->head_off);
         if (n < 0 && errno != EAGAIN && errno != EINTR)
             return -1;
         if (n < 0)
@@ -596,14 +582,19 @@ static void
 apply_watchers(struct conn *c)
 {
     struct ev_loop *loop = engine_of(c)->loop;
-    ev_io *ws[4] = {&c->crd, &c->cwr, &c->urd, &c->uwr};
-    int want[4] = {c->want_crd, c->want_cwr, c->want_urd && c->up >= 0, c->want_uwr && c->up >= 0};
-    for (int i = 0; i < 4; i++) {
+    ev_io *ws[2] = {&c->crd, &c->cwr};
+    int want[2] = {c->want_crd, c->want_cwr};
+    for (int i = 0; i < 2; i++) {
         if (want[i] && !ev_is_active(ws[i]))
             ev_io_start(loop, ws[i]);
         else if (!want[i] && ev_is_active(ws[i]))
             ev_io_stop(loop, ws[i]);
     }
+    /* The upstream stream calls on_drain by itself after a blocked write. */
+    if (c->up >= 0 && c->want_urd)
+        io_read_start(c->us);
+    else if (c->up >= 0)
+        io_read_stop(c->us);
 }
 
 /* Moves everything that can move; returns -1 if |c| was freed. */
@@ -700,9 +691,7 @@ inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_st
     inbound_conn_link(l, &c->base);
     ev_io_init(&c->crd, on_io, fd, EV_READ);
     ev_io_init(&c->cwr, on_io, fd, EV_WRITE);
-    ev_io_init(&c->urd, on_io, -1, EV_READ);
-    ev_io_init(&c->uwr, on_io, -1, EV_WRITE);
-    c->crd.data = c->cwr.data = c->urd.data = c->uwr.data = c;
+    c->crd.data = c->cwr.data = c;
     c->last = ev_now(e->loop);
     ev_timer_init(&c->timer, on_timer, 0, script_config(e->script)->idle_timeout);
     ev_timer_again(e->loop, &c->timer);

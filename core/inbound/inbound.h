@@ -35,10 +35,11 @@ void inbound_conn_unlink(struct inbound_conn *c);
 
 struct flow_relay;
 struct outbound_result;
-/* relay_up.c: relays the client socket |fd| with the upstream outbound_open
- * delivered (a bare socket: spliced; a stream: through it). |reply| goes to
+/* relay_up.c: relays the client socket |fd| with the upstream stream
+ * outbound_open delivered (two bare sockets are spliced). |reply| goes to
  * the client first, then the proxy's early bytes, and |pre_up| to the
- * upstream first. Same contract as flow_relay_start. */
+ * upstream first. Same contract as flow_relay_start; on failure |fd| and
+ * the upstream are still the caller's. */
 int inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
                            const struct outbound_result *up, const void *pre_up, size_t pre_up_len,
                            const void *reply, size_t reply_len, struct flow *f,

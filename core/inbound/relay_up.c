@@ -3,6 +3,7 @@
 
 #include "engine/engine.h"
 #include "flow/relay.h"
+#include "io/io.h"
 #include "inbound/inbound.h"
 #include "outbound/outbound.h"
 #include "script/script.h"
@@ -28,12 +29,23 @@ inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
     }
     if (up->via != NULL && f->policy >= FLOW_POLICY__BUILTIN)
         f->via = up->via;
-    double idle = script_config(e->script)->idle_timeout;
-    int rc = up->stream != NULL
-                 ? flow_relay_start_stream(r, e->loop, fd, up->stream, pre_up, pre_up_len, down,
-                                           down_len, &f->bytes_up, &f->bytes_down, idle, done, arg)
-                 : flow_relay_start(r, e->loop, fd, up->fd, pre_up, pre_up_len, down, down_len,
-                                    &f->bytes_up, &f->bytes_down, idle, done, arg);
+    struct io_stream *client = io_fd_new(e->loop, fd);
+    struct flow_relay_args a = {
+        .client = client,
+        .upstream = up->stream,
+        .pre_up = pre_up,
+        .pre_up_len = pre_up_len,
+        .pre_down = down,
+        .pre_down_len = down_len,
+        .up_count = &f->bytes_up,
+        .down_count = &f->bytes_down,
+        .idle = script_config(e->script)->idle_timeout,
+        .cb = done,
+        .arg = arg,
+    };
+    int rc = client != NULL ? flow_relay_start(r, e->loop, &a) : -1;
+    if (rc != 0 && client != NULL)
+        io_fd_release(client); /* the socket stays the caller's */
     free(joined);
     /* The relays leave |pre_down| out of the count; the destination's early
      * bytes in it are the flow's all the same (as the TUN path counts them). */

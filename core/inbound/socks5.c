@@ -7,7 +7,7 @@
 #include "log/log.h"
 #include "flow/relay.h"
 #include "flow/sniff.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 #include "inbound/inbound.h"
 #include "inbound/socks5.h"
 #include "script/script.h"
@@ -126,14 +126,14 @@ on_connected(void *arg, const struct outbound_result *r)
         /* The reply went out before the connect: the held bytes go first. */
         if (r->err != 0) {
             flow_log_connect_failed(&c->flow, r->why);
-            outbound_close_reset(c->fd);
+            io_close_reset(c->fd);
             c->fd = -1;
             conn_free(c, "connect failed");
             return;
         }
         if (inbound_relay_upstream(&c->relay, e, c->fd, r, c->sniff, c->sniff_len, NULL, 0,
                                    &c->flow, on_relay_done, c) != 0) {
-            outbound_result_close(r, 1);
+            io_close(r->stream, 1);
             conn_free(c, "out of memory");
             return;
         }
@@ -150,12 +150,13 @@ on_connected(void *arg, const struct outbound_result *r)
     struct sockaddr_storage bnd;
     socklen_t len = sizeof(bnd);
     uint8_t reply[22];
-    getsockname(r->stream ? r->stream->fd : r->fd, (struct sockaddr *)&bnd, &len);
+    if (getsockname(io_base_fd(r->stream), (struct sockaddr *)&bnd, &len) != 0)
+        memset(&bnd, 0, sizeof(bnd));
     size_t n = inbound_socks5_write_reply(reply, SOCKS5_REP_OK, (struct sockaddr *)&bnd);
     /* Bytes the client sent after its request (optimistic data) go first. */
     if (inbound_relay_upstream(&c->relay, e, c->fd, r, c->buf, c->len, reply, n, &c->flow,
                                on_relay_done, c) != 0) {
-        outbound_result_close(r, 1);
+        io_close(r->stream, 1);
         fail(c, SOCKS5_REP_FAILURE, "out of memory");
         return;
     }
@@ -182,7 +183,7 @@ sniff_decide(struct conn *c, const char *name)
     c->flow._sniffable = 0;
     engine_route(e, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT) {
-        outbound_close_reset(c->fd);
+        io_close_reset(c->fd);
         c->fd = -1;
         conn_free(c, "rejected");
         return -1;

@@ -116,6 +116,16 @@ io_splice_fd(const struct io_stream *s)
     return s->ops->splice_fd != NULL ? s->ops->splice_fd(s) : -1;
 }
 
+/* The socket at the bottom of a stack of streams (for getsockname and the
+ * like, never for I/O), or -1 when there is none (an lwIP connection). */
+static inline int
+io_base_fd(const struct io_stream *s)
+{
+    while (s->inner != NULL)
+        s = s->inner;
+    return io_splice_fd(s);
+}
+
 /* Sets the owner's callbacks. */
 static inline void
 io_set_callbacks(struct io_stream *s, void (*on_readable)(void *), void (*on_drain)(void *),

@@ -15,8 +15,8 @@
 #include "flow/sniff.h"
 #include "ip/ip.h"
 #include "netstack/netstack_int.h"
+#include "io/io.h"
 #include "outbound/outbound.h"
-#include "outbound/stream.h"
 #include "script/script.h"
 #include "tun/tun.h"
 
@@ -52,11 +52,9 @@ struct conn {
     struct flow flow;
     enum cstate state;
     struct tcp_pcb *pcb;
-    int up;
-    ev_io urd, uwr;
     ev_timer hs_timer;     /* the handshake (or the sniff wait) is not done */
     struct outbound_open *oc;
-    struct outbound_stream *us; /* an encrypted upstream (Shadowsocks, TLS); NULL: the bare c->up */
+    struct io_stream *us;  /* the upstream, once connected */
     struct pbuf *rx;       /* client bytes the upstream has not taken yet */
     uint32_t owed;         /* bytes taken upstream whose window update waits */
     char *stash;           /* upstream bytes lwIP could not queue */
@@ -120,18 +118,10 @@ conn_free(struct conn *c, const char *reason, int reset)
 {
     struct engine *e = eng();
     int rc = FREED;
-    ev_io_stop(e->loop, &c->urd);
-    ev_io_stop(e->loop, &c->uwr);
     if (c->oc != NULL)
         outbound_open_cancel(c->oc);
     if (c->us != NULL)
-        outbound_stream_close(c->us, reset);
-    else if (c->up >= 0) {
-        if (reset)
-            outbound_close_reset(c->up);
-        else
-            close(c->up);
-    }
+        io_close(c->us, reset);
     if (c->pcb != NULL) {
         detach_pcb(c);
         if (reset || tcp_close(c->pcb) != ERR_OK) {
@@ -198,28 +188,6 @@ conn_up_error(struct conn *c, const char *what)
     return conn_free(c, what, 1);
 }
 
-/* The upstream is a bare socket or a stream: the same calls either way. */
-static ssize_t
-up_read(struct conn *c, void *buf, size_t len)
-{
-    return c->us ? outbound_stream_read(c->us, buf, len) : recv(c->up, buf, len, 0);
-}
-
-static ssize_t
-up_writev(struct conn *c, const struct iovec *iov, int n)
-{
-    return c->us ? outbound_stream_writev(c->us, iov, n) : writev(c->up, iov, n);
-}
-
-static void
-up_shutdown(struct conn *c)
-{
-    if (c->us)
-        c->us->ops->shutdown(c->us);
-    else
-        shutdown(c->up, SHUT_WR);
-}
-
 /* Client -> upstream. */
 static int
 flush_rx(struct conn *c)
@@ -234,11 +202,9 @@ flush_rx(struct conn *c)
             iov[n].iov_len = q->len;
             n++;
         }
-        ssize_t w = n ? up_writev(c, iov, n) : 0;
-        if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-            c->wblocked = 1;
-            if (c->us == NULL) /* a stream calls on_drain instead */
-                ev_io_start(eng()->loop, &c->uwr);
+        ssize_t w = n ? io_writev(c->us, iov, n) : 0;
+        if (w < 0 && errno == EAGAIN) {
+            c->wblocked = 1; /* the stream calls on_drain */
             return LIVE;
         }
         if (w < 0)
@@ -255,9 +221,8 @@ flush_rx(struct conn *c)
             break;
     }
     c->wblocked = 0;
-    ev_io_stop(eng()->loop, &c->uwr);
     if (c->client_eof && !c->up_shut) {
-        up_shutdown(c);
+        io_shutdown(c->us);
         c->up_shut = 1;
     }
     return maybe_close(c);
@@ -289,7 +254,6 @@ queue_stash(struct conn *c)
 static int
 pump_tx(struct conn *c)
 {
-    struct ev_loop *loop = eng()->loop;
     int wrote = 0;
     if (queue_stash(c) != 0)
         goto pause;
@@ -297,7 +261,7 @@ pump_tx(struct conn *c)
         note_heap();
         if (netstack.mem_high) {
             c->paused_mem = 1;
-            ev_io_stop(loop, &c->urd);
+            io_read_stop(c->us);
             break;
         }
         size_t space = tcp_sndbuf(c->pcb);
@@ -305,14 +269,14 @@ pump_tx(struct conn *c)
             goto pause;
         if (space > sizeof(scratch))
             space = sizeof(scratch);
-        ssize_t n = up_read(c, scratch, space);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        ssize_t n = io_read(c->us, scratch, space);
+        if (n < 0 && errno == EAGAIN)
             break;
         if (n < 0)
             return conn_up_error(c, "reset by upstream");
         if (n == 0) {
             c->up_eof = 1;
-            ev_io_stop(loop, &c->urd);
+            io_read_stop(c->us);
             break;
         }
         c->last = now();
@@ -341,22 +305,16 @@ pump_tx(struct conn *c)
     return maybe_close(c);
 pause:
     c->paused_snd = 1;
-    ev_io_stop(loop, &c->urd);
+    io_read_stop(c->us);
     if (wrote)
         tcp_output(c->pcb);
     return LIVE;
 }
 
 static void
-on_up_readable(struct ev_loop *loop, ev_io *w, int revents)
+on_up_readable(void *arg)
 {
-    pump_tx(w->data);
-}
-
-static void
-on_up_writable(struct ev_loop *loop, ev_io *w, int revents)
-{
-    flush_rx(w->data);
+    pump_tx(arg);
 }
 
 static int sniff_step(struct conn *c);
@@ -410,9 +368,8 @@ on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
     if (c->paused_snd && !c->paused_mem) {
         c->paused_snd = 0;
         if (!c->up_eof)
-            ev_io_start(eng()->loop, &c->urd);
-        /* Bytes already decrypted inside a stream raise no EV_READ. */
-        if (c->stash_len > 0 || (c->us != NULL && outbound_stream_pending(c->us) > 0))
+            io_read_start(c->us); /* bytes a stream holds come from the loop */
+        if (c->stash_len > 0)
             return cb_result(pump_tx(c));
     }
     return ERR_OK;
@@ -446,11 +403,8 @@ netstack_conn_resume_all(void)
         ack_window(c, 0);
         if (netstack.mem_high)
             return;
-        if (!c->paused_snd && !c->up_eof) {
-            ev_io_start(eng()->loop, &c->urd);
-            if (c->us != NULL && outbound_stream_pending(c->us) > 0)
-                pump_tx(c);
-        }
+        if (!c->paused_snd && !c->up_eof)
+            io_read_start(c->us);
     }
 }
 
@@ -549,15 +503,9 @@ static int
 take_upstream(struct conn *c, const struct outbound_result *r)
 {
     c->us = r->stream;
-    c->up = r->stream ? r->stream->fd : r->fd;
-    if (c->us != NULL) {
-        c->us->on_drain = on_up_drain;
-        c->us->drain_arg = c;
-    }
+    io_set_callbacks(c->us, on_up_readable, on_up_drain, c);
     if (r->via != NULL && c->flow.policy >= FLOW_POLICY__BUILTIN)
         c->flow.via = r->via;
-    ev_io_set(&c->urd, c->up, EV_READ);
-    ev_io_set(&c->uwr, c->up, EV_WRITE);
     if (r->extra_len > 0) { /* the destination spoke first, inside the proxy's reply */
         c->stash = malloc(r->extra_len);
         if (c->stash == NULL)
@@ -585,10 +533,9 @@ on_connected(void *arg, const struct outbound_result *r)
             return;
         }
         c->state = C_OPEN;
-        ev_io_start(eng()->loop, &c->urd);
+        io_read_start(c->us);
         /* The bytes kept while sniffing go first; a proxy's early bytes follow. */
-        if (flush_rx(c) == LIVE &&
-            (c->stash_len > 0 || (c->us != NULL && outbound_stream_pending(c->us) > 0)))
+        if (flush_rx(c) == LIVE && c->stash_len > 0)
             pump_tx(c);
         return;
     }
@@ -674,13 +621,10 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     if (c == NULL)
         return;
     c->node.key = *k;
-    c->up = -1;
     c->syn_len = v->pkt_len;
     memcpy(c->syn, v->pkt, v->pkt_len);
-    ev_io_init(&c->urd, on_up_readable, -1, EV_READ);
-    ev_io_init(&c->uwr, on_up_writable, -1, EV_WRITE);
     ev_timer_init(&c->hs_timer, on_handshake_timeout, 0, 0);
-    c->urd.data = c->uwr.data = c->hs_timer.data = c;
+    c->hs_timer.data = c;
     c->flow.network = FLOW_TCP;
     c->flow.inbound = FLOW_IN_TUN;
     flow_sockaddr_set(&c->flow.src, v->version, v->src, v->sport);
@@ -774,8 +718,8 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
     tcp_err(pcb, on_err);
     tcp_poll(pcb, on_poll, 4); /* every 2 s: the idle check */
     tcp_nagle_disable(pcb);    /* upstream bytes go out as they come */
-    ev_io_start(eng()->loop, &c->urd);
-    if (c->stash_len > 0 || (c->us != NULL && outbound_stream_pending(c->us) > 0))
+    io_read_start(c->us);      /* bytes a stream already holds come from the loop */
+    if (c->stash_len > 0)
         return cb_result(pump_tx(c)); /* a proxy's early bytes: lwIP may send them now */
     return ERR_OK;
 }

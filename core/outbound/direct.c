@@ -36,14 +36,6 @@ struct outbound_connect {
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-void
-outbound_close_reset(int fd)
-{
-    struct linger lg = {1, 0};
-    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    close(fd);
-}
-
 /* Applies the env's interface and mark to a new upstream socket. */
 static int
 prepare_socket(const struct outbound_env *env, int fd)

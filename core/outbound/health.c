@@ -10,7 +10,7 @@
 #include "log/log.h"
 #include "flow/flow.h"
 #include "outbound/set_int.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 
 /* Health checks: per (group, member) a timer, then outbound_open() through
  * the member, an HTTP GET, and the time to the status line. */
@@ -29,10 +29,8 @@ struct health_check {
     int active;            /* REJECT and group members are never checked */
     ev_timer due;          /* the next check */
     ev_timer limit;        /* the running check's deadline */
-    ev_io io;
     struct outbound_open *open;
-    struct outbound_stream *stream;
-    int fd;
+    struct io_stream *stream;
     struct outbound_env env; /* the set's env, its set replaced by the view */
     double t0;
     size_t sent, got;
@@ -156,18 +154,14 @@ release(struct health_check *c)
 {
     struct ev_loop *loop = c->set->env->loop;
     ev_timer_stop(loop, &c->limit);
-    ev_io_stop(loop, &c->io);
     if (c->open != NULL) {
         outbound_open_cancel(c->open);
         c->open = NULL;
     }
     if (c->stream != NULL) {
-        outbound_stream_close(c->stream, 0);
+        io_close(c->stream, 0);
         c->stream = NULL;
-    } else if (c->fd >= 0) {
-        close(c->fd);
     }
-    c->fd = -1;
 }
 
 static void
@@ -208,16 +202,6 @@ feed(struct health_check *c, const void *p, size_t n)
     return 1;
 }
 
-static void
-want(struct health_check *c, int events)
-{
-    if ((c->io.events & (EV_READ | EV_WRITE)) == events)
-        return;
-    ev_io_stop(c->set->env->loop, &c->io);
-    ev_io_set(&c->io, c->io.fd, events);
-    ev_io_start(c->set->env->loop, &c->io);
-}
-
 /* Sends the rest of the request; 1 if the check ended on an error. */
 static int
 send_more(struct health_check *c)
@@ -226,22 +210,15 @@ send_more(struct health_check *c)
     while (c->sent < hg->req_len) {
         const char *p = hg->req + c->sent;
         size_t n = hg->req_len - c->sent;
-        ssize_t w = c->stream != NULL ? outbound_stream_write(c->stream, p, n)
-                                      : send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (c->stream == NULL) /* a stream calls on_drain instead */
-                want(c, EV_READ | EV_WRITE);
-            return 0;
-        }
+        ssize_t w = io_write(c->stream, p, n);
+        if (w < 0 && errno == EAGAIN)
+            return 0; /* on_drain follows */
         if (w < 0) {
             finish(c, -1, strerror(errno));
             return 1;
         }
         c->sent += (size_t)w;
     }
-    want(c, EV_READ);
     return 0;
 }
 
@@ -250,8 +227,7 @@ read_more(struct health_check *c)
 {
     char buf[512];
     for (;;) {
-        ssize_t n = c->stream != NULL ? outbound_stream_read(c->stream, buf, sizeof(buf))
-                                      : recv(c->fd, buf, sizeof(buf), 0);
+        ssize_t n = io_read(c->stream, buf, sizeof(buf));
         if (n > 0) {
             if (feed(c, buf, (size_t)n))
                 return;
@@ -261,22 +237,16 @@ read_more(struct health_check *c)
             finish(c, -1, "closed before the status line");
             return;
         }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
+        if (errno != EAGAIN)
             finish(c, -1, strerror(errno));
         return;
     }
 }
 
 static void
-on_io(struct ev_loop *loop, ev_io *w, int revents)
+on_readable(void *arg)
 {
-    struct health_check *c = CONTAINER(w, struct health_check, io);
-    if ((revents & EV_WRITE) && send_more(c))
-        return;
-    if (revents & EV_READ)
-        read_more(c);
+    read_more(arg);
 }
 
 /* The stream can take bytes again, or failed in the background (the next
@@ -299,17 +269,11 @@ on_open(void *arg, const struct outbound_result *r)
         return;
     }
     c->stream = r->stream;
-    c->fd = r->stream != NULL ? r->stream->fd : r->fd;
-    if (c->stream != NULL) {
-        c->stream->on_drain = on_drain;
-        c->stream->drain_arg = c;
-    }
-    ev_io_set(&c->io, c->fd, EV_READ);
-    ev_io_start(c->set->env->loop, &c->io);
+    io_set_callbacks(c->stream, on_readable, on_drain, c);
+    io_read_start(c->stream);
     if (r->extra_len > 0 && feed(c, r->extra, r->extra_len))
         return;
-    if (!send_more(c) && c->stream != NULL && outbound_stream_pending(c->stream) > 0)
-        read_more(c); /* decrypted bytes wait inside: the socket may stay quiet */
+    send_more(c);
 }
 
 static void
@@ -375,10 +339,8 @@ outbound_set_health_start(struct outbound_set *s)
             c->set = s;
             c->g = i;
             c->m = j;
-            c->fd = -1;
             ev_timer_init(&c->due, on_due, FIRST_CHECK + STAGGER * (double)j, 0);
             ev_timer_init(&c->limit, on_limit, 0, 0);
-            ev_io_init(&c->io, on_io, -1, EV_READ);
             c->active = checkable(s, g->m[j].policy);
             if (c->active)
                 ev_timer_start(loop, &c->due);

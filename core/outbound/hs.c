@@ -7,12 +7,9 @@
 static void
 stop(struct outbound_hs *h)
 {
-    struct ev_loop *loop = h->s->loop;
-
-    ev_io_stop(loop, &h->rd);
-    ev_timer_stop(loop, &h->later);
-    h->s->on_drain = h->prev_drain;
-    h->s->drain_arg = h->prev_drain_arg;
+    io_read_stop(h->s);
+    ev_timer_stop(h->s->loop, &h->later);
+    io_set_callbacks(h->s, NULL, NULL, NULL);
 }
 
 /* The callback runs before the free: |extra| points into h->in. It must not
@@ -36,7 +33,7 @@ outbound_hs_fail(struct outbound_hs *h, int err, const char *why)
         h->err = err;
         h->why = why;
     }
-    ev_io_stop(h->s->loop, &h->rd);
+    io_read_stop(h->s);
     ev_timer_start(h->s->loop, &h->later); /* a no-op if already started */
 }
 
@@ -59,7 +56,7 @@ static int
 flush(struct outbound_hs *h)
 {
     while (h->out_off < h->out_len) {
-        ssize_t n = outbound_stream_write(h->s, h->out + h->out_off, h->out_len - h->out_off);
+        ssize_t n = io_write(h->s, h->out + h->out_off, h->out_len - h->out_off);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return 0;
         if (n <= 0) {
@@ -99,9 +96,9 @@ on_drain(void *arg)
 }
 
 static void
-on_readable(struct ev_loop *loop, ev_io *w, int revents)
+on_readable(void *arg)
 {
-    struct outbound_hs *h = w->data;
+    struct outbound_hs *h = arg;
 
     for (;;) {
         if (h->in_len == h->in_cap) {
@@ -109,7 +106,7 @@ on_readable(struct ev_loop *loop, ev_io *w, int revents)
             outbound_hs_fail(h, EPROTO, h->proto->io_why);
             return;
         }
-        ssize_t n = outbound_stream_read(h->s, h->in + h->in_len, h->in_cap - h->in_len);
+        ssize_t n = io_read(h->s, h->in + h->in_len, h->in_cap - h->in_len);
         if (n < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 return;
@@ -126,20 +123,17 @@ on_readable(struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
-/* A deferred failure, or bytes a stream already held at the start. */
+/* A failure found inside the start call. */
 static void
 on_later(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct outbound_hs *h = w->data;
 
-    if (h->err != 0)
-        finish(h, h->err, h->why, NULL, 0);
-    else
-        on_readable(loop, &h->rd, EV_READ);
+    finish(h, h->err, h->why, NULL, 0);
 }
 
 struct outbound_hs *
-outbound_hs_new(struct outbound_stream *s, size_t size, const struct outbound_hs_proto *proto,
+outbound_hs_new(struct io_stream *s, size_t size, const struct outbound_hs_proto *proto,
                 size_t in_off, size_t in_cap, outbound_hs_cb cb, void *arg)
 {
     struct outbound_hs *h = calloc(1, size);
@@ -155,17 +149,10 @@ outbound_hs_new(struct outbound_stream *s, size_t size, const struct outbound_hs
     h->starting = 1;
     h->in = (uint8_t *)h + in_off;
     h->in_cap = in_cap;
-    h->prev_drain = s->on_drain;
-    h->prev_drain_arg = s->drain_arg;
-    s->on_drain = on_drain;
-    s->drain_arg = h;
-    ev_io_init(&h->rd, on_readable, s->fd, EV_READ);
-    h->rd.data = h;
+    io_set_callbacks(s, on_readable, on_drain, h);
     ev_timer_init(&h->later, on_later, 0, 0);
     h->later.data = h;
-    ev_io_start(s->loop, &h->rd);
-    if (outbound_stream_pending(s) > 0)
-        ev_timer_start(s->loop, &h->later);
+    io_read_start(s); /* bytes a stream already holds come from the loop too */
     return h;
 }
 

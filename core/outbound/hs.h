@@ -3,9 +3,9 @@
 
 /* The I/O half shared by the SOCKS5 and HTTP CONNECT handshakes (socks5.c,
  * http.c): sends messages through the stream (queueing what it does not
- * take until on_drain), reads replies from its own EV_READ watcher into the
- * protocol's buffer, and delivers the result exactly once, never from
- * inside the start call. The protocol files only parse and decide. */
+ * take until on_drain), reads replies as the stream reports them readable
+ * into the protocol's buffer, and delivers the result exactly once, never
+ * from inside the start call. The protocol files only parse and decide. */
 
 #include <ev.h>
 #include <stddef.h>
@@ -25,18 +25,15 @@ struct outbound_hs_proto {
 /* Protocol files embed this first in their own struct. */
 struct outbound_hs {
     const struct outbound_hs_proto *proto;
-    struct outbound_stream *s;
+    struct io_stream *s;
     outbound_hs_cb cb;
     void *arg;
     int state;            /* the protocol's */
     int eof_err;          /* what EOF means now (a protocol may refine it) */
     const char *eof_why;
-    ev_io rd;
     ev_timer later;       /* delivers failures found inside the start call */
     int starting, err;
     const char *why;
-    void (*prev_drain)(void *);
-    void *prev_drain_arg;
     size_t out_off, out_len;
     uint8_t out[OUTBOUND_HTTP_REQUEST_MAX];
     uint8_t *in;          /* the protocol's reply buffer */
@@ -44,9 +41,10 @@ struct outbound_hs {
 };
 
 /* Allocates |size| bytes (the protocol's struct, this one first, its reply
- * buffer of |in_cap| bytes at offset |in_off|), takes over s->on_drain
- * until the end and starts reading. NULL when out of memory. */
-struct outbound_hs *outbound_hs_new(struct outbound_stream *s, size_t size,
+ * buffer of |in_cap| bytes at offset |in_off|), takes over the stream's
+ * callbacks until the end (then clears them and stops reading) and starts
+ * reading. NULL when out of memory. */
+struct outbound_hs *outbound_hs_new(struct io_stream *s, size_t size,
                                     const struct outbound_hs_proto *proto, size_t in_off,
                                     size_t in_cap, outbound_hs_cb cb, void *arg);
 /* Ends the start call: failures are delivered directly from now on. */

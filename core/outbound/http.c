@@ -57,7 +57,7 @@ static const struct outbound_hs_proto http_proto = {
 };
 
 struct outbound_hs *
-outbound_http_connect(struct outbound_stream *s, const struct outbound_proxy *p,
+outbound_http_connect(struct io_stream *s, const struct outbound_proxy *p,
                       const struct flow_addr *dst, outbound_hs_cb cb, void *arg)
 {
     struct outbound_hs *h =

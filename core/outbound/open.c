@@ -7,36 +7,49 @@
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
 #include "outbound/set.h"
-#include "outbound/stream.h"
-#include "tls/tls.h"
+#include "outbound/transport.h"
 
 /* outbound_open: a group picks its member, then DIRECT connects, or the
- * proxy's server is connected and its protocol spoken on top:
- *   socks5, http    handshake on a plain stream, then the bare socket back
- *   https proxy     TLS, then the CONNECT handshake inside it: a stream
+ * transport to the proxy's server is opened (transport.c: TCP, TLS for
+ * Trojan and https proxies) and the proxy's protocol for this destination
+ * is spoken over it (the table below):
+ *   socks5, http    a handshake, then the transport itself is the path
  *   shadowsocks     a stream at once (the header rides the first bytes)
- *   trojan          TLS, then a stream that sends the header first
- * One timer bounds the whole open, the proxy's handshakes included. */
+ *   trojan          a stream that sends the header first
+ * What is delivered is always a stream; a bare socket's is spliced by the
+ * relays. One timer bounds the whole open, the proxy's handshakes
+ * included. */
 
-enum ostate { O_CONNECT, O_TLS, O_HANDSHAKE, O_DELIVER };
+enum ostate { O_CONNECT, O_TRANSPORT, O_HANDSHAKE };
 
 struct outbound_open {
     const struct outbound_env *env;
     struct outbound_set *set;      /* a reference while the open lasts */
     int policy;                    /* the concrete one: DIRECT, REJECT or a proxy */
     const struct outbound_proxy *p;
+    const struct outbound_proto_ops *proto;
     struct flow_addr dst;
     enum ostate state;
     struct outbound_connect *oc;
-    struct tls_handshake *th;
+    struct outbound_transport *tr;
     struct outbound_hs *hs;
-    struct outbound_stream *s;
+    struct io_stream *s;           /* the transport while a handshake runs on it */
     ev_timer timer;
     ev_idle later;                 /* results known inside outbound_open() */
     struct outbound_result res;
+    uint8_t *extra;                /* the proxy's early bytes, until delivered */
     int udp;                       /* Trojan: UDP ASSOCIATE instead of CONNECT */
     outbound_open_cb cb;
     void *arg;
+};
+
+/* How each protocol runs over its transport. |start| returns 0 with the
+ * open going on (a handshake), or delivers or fails through |o| itself. */
+struct outbound_proto_ops {
+    int (*tls)(const struct outbound_proxy *p);
+    const char *const *alpn;
+    size_t nalpn;
+    void (*start)(struct outbound_open *o, struct io_stream *transport);
 };
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
@@ -49,12 +62,16 @@ stop(struct outbound_open *o)
     ev_idle_stop(loop, &o->later);
     if (o->oc != NULL)
         outbound_connect_cancel(o->oc);
-    if (o->th != NULL)
-        tls_handshake_cancel(o->th);
+    if (o->tr != NULL)
+        outbound_transport_cancel(o->tr);
     if (o->hs != NULL)
         outbound_hs_cancel(o->hs);
     if (o->s != NULL)
-        outbound_stream_close(o->s, 1);
+        io_close(o->s, 1);
+    o->oc = NULL;
+    o->tr = NULL;
+    o->hs = NULL;
+    o->s = NULL;
 }
 
 static void
@@ -63,6 +80,7 @@ release(struct outbound_open *o)
     stop(o);
     if (o->set != NULL)
         outbound_set_unref(o->set);
+    free(o->extra);
     free(o);
 }
 
@@ -77,29 +95,31 @@ proxy_fault(const struct outbound_open *o, int err)
     return err != ECONNREFUSED && err != EHOSTUNREACH && err != ENETUNREACH && err != ETIMEDOUT;
 }
 
+/* The callback runs with |o| stopped but not yet freed: r.extra points into
+ * it. The set outlives the callback too: r.via points into it. */
 static void
 deliver(struct outbound_open *o)
 {
-    struct outbound_result r = o->res;
-    outbound_open_cb cb = o->cb;
-    void *arg = o->arg;
-    struct outbound_set *set = o->set;
-    if (set != NULL && o->p != NULL)
-        outbound_set_report(set, o->policy, proxy_fault(o, r.err));
-    /* What was handed over is no longer in |o|; the rest is cancelled. The
-     * set outlives the callback: r.via points into it. */
-    o->set = NULL;
+    if (o->set != NULL && o->p != NULL)
+        outbound_set_report(o->set, o->policy, proxy_fault(o, o->res.err));
+    stop(o);
+    o->cb(o->arg, &o->res);
     release(o);
-    cb(arg, &r);
-    if (set != NULL)
-        outbound_set_unref(set);
+}
+
+static void
+deliver_stream(struct outbound_open *o, struct io_stream *s)
+{
+    o->res.stream = s;
+    o->res.err = 0;
+    deliver(o);
 }
 
 static void
 fail(struct outbound_open *o, int err, const char *why)
 {
-    o->res.fd = -1;
     o->res.stream = NULL;
+    o->res.extra_len = 0;
     o->res.err = err ? err : EPROTO;
     o->res.why = why;
     deliver(o);
@@ -117,178 +137,143 @@ static void
 on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct outbound_open *o = CONTAINER(w, struct outbound_open, timer);
-    fail(o, ETIMEDOUT, o->state == O_CONNECT ? (o->p != NULL ? "proxy server: connect timeout"
-                                                             : "connect timeout")
-                       : o->state == O_TLS   ? "tls handshake timeout"
-                                             : "proxy handshake timeout");
+    const char *why = o->state == O_HANDSHAKE ? "proxy handshake timeout"
+                      : o->tr != NULL         ? outbound_transport_timeout_why(o->tr)
+                      : o->p != NULL          ? "proxy server: connect timeout"
+                                              : "connect timeout";
+    fail(o, ETIMEDOUT, why);
 }
 
-/* The handshake is over: a plain stream gives its socket back. */
+/* ---- the protocols ------------------------------------------------------ */
+
+/* The handshake is over: the transport carries the destination's bytes. */
 static void
 on_hs(void *arg, int err, const char *why, const uint8_t *extra, size_t extra_len)
 {
     struct outbound_open *o = arg;
+    struct io_stream *s = o->s;
+
     o->hs = NULL;
     if (err != 0) {
         fail(o, err, why);
         return;
     }
-    static uint8_t keep[16384]; /* extra is valid until deliver() returns */
-    if (extra_len > sizeof(keep))
-        extra_len = sizeof(keep);
-    memcpy(keep, extra, extra_len);
-    o->res.extra = keep;
-    o->res.extra_len = extra_len;
-    if (strcmp(o->s->ops->name, "plain") == 0) {
-        int fd = outbound_plain_release(o->s);
-        if (fd < 0) {
-            fail(o, EIO, "proxy handshake left bytes unsent");
+    if (extra_len > 0) {
+        if ((o->extra = malloc(extra_len)) == NULL) {
+            fail(o, ENOMEM, "out of memory");
             return;
         }
-        o->s = NULL;
-        o->res.fd = fd;
-        o->res.stream = NULL;
-    } else {
-        o->res.fd = -1;
-        o->res.stream = o->s;
-        o->s = NULL;
+        memcpy(o->extra, extra, extra_len);
+        o->res.extra = o->extra;
+        o->res.extra_len = extra_len;
     }
-    o->res.err = 0;
-    deliver(o);
+    o->s = NULL;
+    deliver_stream(o, s);
 }
 
 static void
-start_hs(struct outbound_open *o)
+start_socks5(struct outbound_open *o, struct io_stream *transport)
 {
-    o->state = O_HANDSHAKE;
-    if (o->p->type == OUTBOUND_SOCKS5)
-        o->hs = outbound_socks5_connect(o->s, o->p, &o->dst, on_hs, o);
-    else
-        o->hs = outbound_http_connect(o->s, o->p, &o->dst, on_hs, o);
+    o->s = transport;
+    o->hs = outbound_socks5_connect(transport, o->p, &o->dst, on_hs, o);
     if (o->hs == NULL)
         fail(o, ENOMEM, "out of memory");
 }
 
 static void
-on_tls(void *arg, struct outbound_stream *s, int err, const char *why)
+start_http(struct outbound_open *o, struct io_stream *transport)
+{
+    o->s = transport;
+    o->hs = outbound_http_connect(transport, o->p, &o->dst, on_hs, o);
+    if (o->hs == NULL)
+        fail(o, ENOMEM, "out of memory");
+}
+
+static void
+start_ss(struct outbound_open *o, struct io_stream *transport)
+{
+    struct io_stream *s = outbound_ss_stream(transport, o->p, &o->dst);
+
+    if (s == NULL)
+        fail(o, ENOMEM, "out of memory");
+    else
+        deliver_stream(o, s);
+}
+
+static void
+start_trojan(struct outbound_open *o, struct io_stream *transport)
+{
+    struct io_stream *s = o->udp ? outbound_trojan_udp_stream(transport, o->p, &o->dst)
+                                 : outbound_trojan_stream(transport, o->p, &o->dst);
+
+    if (s == NULL) {
+        io_close(transport, 1);
+        fail(o, ENOMEM, "out of memory");
+        return;
+    }
+    deliver_stream(o, s);
+}
+
+static int
+never(const struct outbound_proxy *p)
+{
+    return 0;
+}
+
+static int
+always(const struct outbound_proxy *p)
+{
+    return 1;
+}
+
+static int
+proxy_tls(const struct outbound_proxy *p)
+{
+    return p->tls;
+}
+
+static const char *const h1_alpn[] = {"http/1.1"};
+
+static const struct outbound_proto_ops protos[] = {
+    [OUTBOUND_SOCKS5] = {.tls = never, .start = start_socks5},
+    [OUTBOUND_HTTP] = {.tls = proxy_tls, .alpn = h1_alpn, .nalpn = 1, .start = start_http},
+    [OUTBOUND_SHADOWSOCKS] = {.tls = never, .start = start_ss},
+    [OUTBOUND_TROJAN] = {.tls = always, .start = start_trojan},
+};
+
+/* ---- connecting --------------------------------------------------------- */
+
+static void
+on_transport(void *arg, struct io_stream *s, int err, const char *why)
 {
     struct outbound_open *o = arg;
-    o->th = NULL;
+
+    o->tr = NULL;
     if (s == NULL) {
         fail(o, err, why);
         return;
     }
-    if (o->p->type == OUTBOUND_TROJAN) {
-        struct outbound_stream *t = o->udp ? outbound_trojan_udp_stream(s, o->p, &o->dst)
-                                           : outbound_trojan_stream(s, o->p, &o->dst);
-        if (t == NULL) {
-            outbound_stream_close(s, 1);
-            fail(o, ENOMEM, "out of memory");
-            return;
-        }
-        o->res.fd = -1;
-        o->res.stream = t;
-        o->res.err = 0;
-        deliver(o);
-        return;
-    }
-    o->s = s; /* an https proxy: CONNECT inside the TLS stream */
-    start_hs(o);
+    o->state = O_HANDSHAKE;
+    o->proto->start(o, s);
 }
 
 static void
-start_tls(struct outbound_open *o, int fd)
-{
-    char host[FLOW_NAME_MAX + 1];
-    flow_addr_host(&o->p->server, host, sizeof(host));
-    static const char *const h1[] = {"http/1.1"};
-    struct tls_client_opts to = {
-        .host = host,
-        .sni = o->p->sni[0] ? o->p->sni : NULL,
-        .port = o->p->server.port,
-        .alpn = o->p->type == OUTBOUND_HTTP ? h1 : NULL,
-        .nalpn = o->p->type == OUTBOUND_HTTP ? 1 : 0,
-        .skip_verify = o->p->skip_cert_verify,
-    };
-    struct tls_ctx *anchors = o->p->anchors ? o->p->anchors : o->env->tls;
-    if (anchors == NULL) {
-        close(fd);
-        fail(o, EPROTO, "tls: no trust store loaded");
-        return;
-    }
-    o->state = O_TLS;
-    o->th = tls_client_start(anchors, o->env->loop, fd, &to, on_tls, o);
-    if (o->th == NULL)
-        fail(o, ENOMEM, "out of memory");
-}
-
-/* A failed connection to a proxy's server: say so, or the log reads as if
- * the destination had refused ("connect example.com:443: Connection
- * refused" when it was the proxy). Static texts, as |why| must be. */
-static const char *
-proxy_connect_why(int err, const char *why)
-{
-    switch (err) {
-    case ECONNREFUSED:
-        return "proxy server refused the connection";
-    case ETIMEDOUT:
-        return "proxy server: connect timeout";
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-        return "proxy server unreachable";
-    case ECONNRESET:
-        return "proxy server reset the connection";
-    default:
-        return why != NULL && strstr(why, "name") != NULL ? "proxy server: name not resolved"
-                                                         : "connection to the proxy server failed";
-    }
-}
-
-static void
-on_connected(void *arg, int fd, int err, const char *why)
+on_direct(void *arg, int fd, int err, const char *why)
 {
     struct outbound_open *o = arg;
+    struct io_stream *s;
+
     o->oc = NULL;
     if (fd < 0) {
-        fail(o, err, o->p != NULL ? proxy_connect_why(err, why) : why);
+        fail(o, err, why);
         return;
     }
-    if (o->p == NULL) { /* DIRECT */
-        o->res.fd = fd;
-        o->res.err = 0;
-        deliver(o);
+    if ((s = io_fd_new(o->env->loop, fd)) == NULL) {
+        close(fd);
+        fail(o, ENOMEM, "out of memory");
         return;
     }
-    switch (o->p->type) {
-    case OUTBOUND_SHADOWSOCKS:
-        o->res.stream = outbound_ss_stream(o->env->loop, fd, o->p, &o->dst);
-        o->res.fd = -1;
-        if (o->res.stream == NULL) {
-            fail(o, ENOMEM, "out of memory");
-            return;
-        }
-        o->res.err = 0;
-        deliver(o);
-        return;
-    case OUTBOUND_TROJAN:
-        start_tls(o, fd);
-        return;
-    case OUTBOUND_HTTP:
-        if (o->p->tls) {
-            start_tls(o, fd);
-            return;
-        }
-        /* fall through */
-    case OUTBOUND_SOCKS5:
-        o->s = outbound_plain_new(o->env->loop, fd);
-        if (o->s == NULL) {
-            close(fd);
-            fail(o, ENOMEM, "out of memory");
-            return;
-        }
-        start_hs(o);
-        return;
-    }
+    deliver_stream(o, s);
 }
 
 struct outbound_open *
@@ -302,7 +287,6 @@ outbound_open(const struct outbound_env *env, int policy, const struct flow_addr
     o->cb = cb;
     o->arg = arg;
     o->dst = *dst;
-    o->res.fd = -1;
     ev_timer_init(&o->timer, on_timeout, timeout, 0);
     ev_idle_init(&o->later, on_later);
     o->policy = policy;
@@ -323,8 +307,15 @@ outbound_open(const struct outbound_env *env, int policy, const struct flow_addr
     }
     ev_timer_start(env->loop, &o->timer);
     /* DIRECT bounds its own connect too; the proxy's handshakes share ours. */
-    o->oc = outbound_direct_connect(env, o->p ? &o->p->server : dst, timeout, on_connected, o);
-    if (o->oc == NULL) {
+    if (o->p == NULL) {
+        o->oc = outbound_direct_connect(env, dst, timeout, on_direct, o);
+    } else {
+        o->proto = &protos[o->p->type];
+        o->state = O_TRANSPORT;
+        o->tr = outbound_transport_open(env, o->p, o->proto->tls(o->p), o->proto->alpn,
+                                        o->proto->nalpn, timeout, on_transport, o);
+    }
+    if (o->oc == NULL && o->tr == NULL) {
         release(o);
         return NULL;
     }
@@ -343,19 +334,8 @@ outbound_open_trojan_udp(const struct outbound_env *env, int policy, const struc
 {
     struct outbound_open *o = outbound_open(env, policy, dst, timeout, cb, arg);
     if (o != NULL)
-        o->udp = 1; /* read when the TLS handshake ends, later than this */
+        o->udp = 1; /* read when the transport is up, later than this */
     return o;
-}
-
-void
-outbound_result_close(const struct outbound_result *r, int reset)
-{
-    if (r->stream != NULL)
-        outbound_stream_close(r->stream, reset);
-    else if (r->fd >= 0 && reset)
-        outbound_close_reset(r->fd);
-    else if (r->fd >= 0)
-        close(r->fd);
 }
 
 static uint64_t auth_failures; /* the loop thread's */

@@ -16,7 +16,7 @@
 struct dns_resolver;
 struct tls_ctx;
 struct outbound_set;
-struct outbound_stream;
+struct io_stream;
 
 struct outbound_env {
     struct ev_loop *loop;
@@ -51,17 +51,13 @@ void outbound_connect_cancel(struct outbound_connect *c);
  * interface and mark applied. Returns the fd or a negative errno. */
 int outbound_direct_udp(const struct outbound_env *env, const struct flow_addr *dst);
 
-/* A close that the peer sees as a reset (RST), not a FIN. */
-void outbound_close_reset(int fd);
-
-/* What outbound_open() delivers: a bare connected socket (DIRECT, SOCKS5
- * and HTTP proxies after their handshake: the relays splice it), or a
- * stream (Shadowsocks, Trojan, https proxies), or an error. */
+/* What outbound_open() delivers: a stream to the destination (a socket's
+ * for DIRECT and after SOCKS5 / HTTP CONNECT handshakes, which the relays
+ * may splice; Shadowsocks, Trojan, TLS otherwise), or an error. */
 struct outbound_result {
-    int fd;                        /* -1 unless a bare socket */
-    struct outbound_stream *stream;/* NULL unless a stream */
-    const uint8_t *extra;          /* bytes the proxy sent past its reply: */
-    size_t extra_len;              /* the destination's, for the client */
+    struct io_stream *stream;      /* NULL on error; the callee's from now on */
+    const uint8_t *extra;          /* bytes the proxy sent past its reply (the */
+    size_t extra_len;              /* destination's): valid during the callback */
     int err;                       /* 0, or an errno value */
     const char *why;               /* static text when err != 0 */
     const char *via;               /* the proxy used ("DIRECT", "hk"); lives forever (interned) */
@@ -81,8 +77,6 @@ void outbound_open_cancel(struct outbound_open *o);
 struct outbound_open *outbound_open_trojan_udp(const struct outbound_env *env, int policy,
                                                const struct flow_addr *dst, double timeout,
                                                outbound_open_cb cb, void *arg);
-/* Closes what a successful open delivered (a relay could not take it). */
-void outbound_result_close(const struct outbound_result *r, int reset);
 
 /* UDP through a policy (udp.c): DIRECT, or a proxy that carries UDP
  * (Shadowsocks). A name is resolved (DIRECT) or passed on (proxies); the
@@ -94,8 +88,9 @@ typedef void (*outbound_udp_cb)(void *arg, struct outbound_udp *u, const char *w
  * handle is closed first. NULL when out of memory. */
 struct outbound_udp *outbound_udp_open(const struct outbound_env *env, int policy,
                                        const struct flow_addr *dst, outbound_udp_cb cb, void *arg);
-/* The socket to watch for EV_READ (-1 until ready). */
-int outbound_udp_fd(const struct outbound_udp *u);
+/* Calls |on_readable| from the loop while datagrams (or an error) wait in
+ * |u| (ready); the owner then calls outbound_udp_recv until EAGAIN. */
+void outbound_udp_watch(struct outbound_udp *u, void (*on_readable)(void *), void *arg);
 /* The proxy used, for logs ("DIRECT", "hk"). */
 const char *outbound_udp_via(const struct outbound_udp *u);
 /* Sends one datagram's payload; bytes sent or -1 with errno. */

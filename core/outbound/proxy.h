@@ -2,8 +2,9 @@
 #define CHUTE_OUTBOUND_PROXY_H
 
 /* Proxy servers as the bundle declares them (chute.proxy), and the
- * protocol modules that speak to them. Each module turns a connected
- * socket to the proxy into a path to the flow's destination:
+ * protocol modules that speak to them. Each module turns a transport to
+ * the proxy (a stream: TCP, or TLS over it) into a path to the flow's
+ * destination:
  *   socks5.c  SOCKS5 CONNECT (RFC 1928, RFC 1929 auth); UDP ASSOCIATE
  *   http.c    HTTP CONNECT (Basic auth), over TLS for https proxies
  *   ss.c      Shadowsocks AEAD (SIP004): a stream, and per-datagram UDP
@@ -15,8 +16,9 @@
 
 #include "flow/flow-t.h"
 
+#include "io/io.h"
+
 struct tls_ctx;
-#include "outbound/stream.h"
 
 enum outbound_proto {
     OUTBOUND_SOCKS5 = 0,
@@ -63,29 +65,28 @@ typedef void (*outbound_hs_cb)(void *arg, int err, const char *why, const uint8_
 
 /* socks5.c: greeting (no-auth, or user/pass when |p| has a user), auth,
  * CONNECT |dst| (a name is sent as a name), reply. */
-struct outbound_hs *outbound_socks5_connect(struct outbound_stream *s, const struct outbound_proxy *p,
+struct outbound_hs *outbound_socks5_connect(struct io_stream *s, const struct outbound_proxy *p,
                                             const struct flow_addr *dst, outbound_hs_cb cb,
                                             void *arg);
 /* socks5.c: UDP ASSOCIATE (from 0.0.0.0:0) on the control connection |s|;
  * on success |extra| is the whole reply (its BND.ADDR is the relay). */
-struct outbound_hs *outbound_socks5_associate(struct outbound_stream *s,
+struct outbound_hs *outbound_socks5_associate(struct io_stream *s,
                                               const struct outbound_proxy *p, outbound_hs_cb cb,
                                               void *arg);
 /* http.c: "CONNECT host:port", Proxy-Authorization Basic when |p| has a
  * user, any 2xx opens the tunnel. */
-struct outbound_hs *outbound_http_connect(struct outbound_stream *s, const struct outbound_proxy *p,
+struct outbound_hs *outbound_http_connect(struct io_stream *s, const struct outbound_proxy *p,
                                           const struct flow_addr *dst, outbound_hs_cb cb,
                                           void *arg);
 /* Stops the handshake's watchers and frees it; the callback is not called. */
 void outbound_hs_cancel(struct outbound_hs *h);
 
-/* ss.c: a Shadowsocks stream over the connected socket |fd| (owned from
- * now on) to |dst|: the salt and the address header go out with the first
- * bytes written (or after 10 ms with none). NULL when out of memory (fd
- * closed). */
-struct outbound_stream *outbound_ss_stream(struct ev_loop *loop, int fd,
-                                           const struct outbound_proxy *p,
-                                           const struct flow_addr *dst);
+/* ss.c: a Shadowsocks stream over the connection to the server |inner|
+ * (owned from now on) to |dst|: the salt and the address header go out
+ * with the first bytes written (or after 10 ms with none). NULL when out
+ * of memory (|inner| closed). */
+struct io_stream *outbound_ss_stream(struct io_stream *inner, const struct outbound_proxy *p,
+                                     const struct flow_addr *dst);
 
 /* ss.c, UDP: each datagram sealed on its own with a fresh salt.
  * Seal: [salt][AEAD([addr of dst][payload])][tag] into |out|; returns the
@@ -104,12 +105,12 @@ int outbound_ss_setup(struct outbound_proxy *p, const char *cipher, const char *
 
 /* trojan.c: wraps a TLS stream (the handshake done) so the first bytes
  * written go after "hex(SHA224(pw))\r\n CMD ATYP ADDR PORT \r\n". */
-struct outbound_stream *outbound_trojan_stream(struct outbound_stream *tls,
+struct io_stream *outbound_trojan_stream(struct io_stream *tls,
                                                const struct outbound_proxy *p,
                                                const struct flow_addr *dst);
 /* The same with CMD UDP ASSOCIATE: datagrams then travel in the stream as
  * [ATYP ADDR PORT][length BE16][CRLF][payload]. */
-struct outbound_stream *outbound_trojan_udp_stream(struct outbound_stream *tls,
+struct io_stream *outbound_trojan_udp_stream(struct io_stream *tls,
                                                    const struct outbound_proxy *p,
                                                    const struct flow_addr *dst);
 /* Fills p->trojan_hash from the password. */

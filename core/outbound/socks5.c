@@ -154,18 +154,18 @@ static const struct outbound_hs_proto socks5_proto = {
 };
 
 static struct outbound_hs *
-start(struct outbound_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
+start(struct io_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
       int associate, outbound_hs_cb cb, void *arg);
 
 struct outbound_hs *
-outbound_socks5_connect(struct outbound_stream *s, const struct outbound_proxy *p,
+outbound_socks5_connect(struct io_stream *s, const struct outbound_proxy *p,
                         const struct flow_addr *dst, outbound_hs_cb cb, void *arg)
 {
     return start(s, p, dst, 0, cb, arg);
 }
 
 struct outbound_hs *
-outbound_socks5_associate(struct outbound_stream *s, const struct outbound_proxy *p,
+outbound_socks5_associate(struct io_stream *s, const struct outbound_proxy *p,
                           outbound_hs_cb cb, void *arg)
 {
     /* The client's address is not known before it sends: 0.0.0.0:0 says so. */
@@ -174,7 +174,7 @@ outbound_socks5_associate(struct outbound_stream *s, const struct outbound_proxy
 }
 
 static struct outbound_hs *
-start(struct outbound_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
+start(struct io_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
       int associate, outbound_hs_cb cb, void *arg)
 {
     struct outbound_hs *h = outbound_hs_new(s, sizeof(struct socks5), &socks5_proto,

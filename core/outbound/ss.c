@@ -29,9 +29,10 @@
 #define SS_QUIET_FIN 1.5
 
 struct ss_stream {
-    struct outbound_stream base;
-    ev_io wio;
+    struct io_stream base; /* base.inner: the connection to the server */
     ev_timer hdr;
+    struct io_soon kick;   /* on_readable for opened bytes the owner left */
+    int reading;
     int err;         /* sticky errno: every later read/writev fails with it */
     int blocked;     /* a writev failed with EAGAIN: on_drain is owed */
     int shut, shut_done, eof;
@@ -57,19 +58,17 @@ fail(struct ss_stream *s, int err)
 {
     if (s->err == 0)
         s->err = err;
-    ev_io_stop(s->base.loop, &s->wio);
     ev_timer_stop(s->base.loop, &s->hdr);
 }
 
-/* Sends what the socket takes. 0, or -1 after a hard error (kept in err). */
+/* Sends what the inner stream takes; it calls on_drain when it can take
+ * more. 0, or -1 after a hard error (kept in err). */
 static int
 flush(struct ss_stream *s)
 {
     while (s->out_off < s->out_end) {
         size_t want = s->out_end - s->out_off;
-        ssize_t n = send(s->base.fd, s->out + s->out_off, want, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = io_write(s->base.inner, s->out + s->out_off, want);
         if (n < 0 && errno == EAGAIN)
             break;
         if (n < 0) {
@@ -80,15 +79,12 @@ flush(struct ss_stream *s)
         if ((size_t)n < want)
             break; /* the socket buffer is full: skip the EAGAIN round trip */
     }
-    if (s->out_off < s->out_end) {
-        ev_io_start(s->base.loop, &s->wio);
+    if (s->out_off < s->out_end)
         return 0;
-    }
     s->out_off = s->out_end = 0;
-    ev_io_stop(s->base.loop, &s->wio);
     if (s->fin_due && !s->shut_done) {
         s->shut_done = 1;
-        if (shutdown(s->base.fd, SHUT_WR) != 0) {
+        if (io_shutdown(s->base.inner) != 0) {
             fail(s, errno);
             return -1;
         }
@@ -120,9 +116,9 @@ out_need(const struct ss_stream *s, size_t total)
 static void finish_close(struct ss_stream *s);
 
 static void
-on_writable(struct ev_loop *loop, ev_io *w, int revents)
+on_inner_drain(void *arg)
 {
-    struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, wio));
+    struct ss_stream *s = arg;
 
     if (s->closing) {
         if (flush(s) != 0 || s->out_off == s->out_end)
@@ -132,7 +128,7 @@ on_writable(struct ev_loop *loop, ev_io *w, int revents)
     if (flush(s) != 0 || (s->blocked && out_room(s) >= SS_CHUNK_MAX)) {
         s->blocked = 0;
         if (s->base.on_drain != NULL)
-            s->base.on_drain(s->base.drain_arg); /* may close the stream */
+            s->base.on_drain(s->base.arg); /* may close the stream */
     }
 }
 
@@ -161,11 +157,11 @@ on_header_timer(struct ev_loop *loop, ev_timer *w, int revents)
     }
     send_header(s);
     if (s->err != 0 && s->base.on_drain != NULL)
-        s->base.on_drain(s->base.drain_arg);
+        s->base.on_drain(s->base.arg);
 }
 
 static ssize_t
-ss_writev(struct outbound_stream *base, const struct iovec *iov, int iovcnt)
+ss_writev(struct io_stream *base, const struct iovec *iov, int iovcnt)
 {
     struct ss_stream *s = SS(base);
     size_t total = 0, taken, room;
@@ -267,7 +263,7 @@ open_chunks(struct ss_stream *s)
 }
 
 static ssize_t
-ss_read(struct outbound_stream *base, void *buf, size_t len)
+ss_read(struct io_stream *base, void *buf, size_t len)
 {
     struct ss_stream *s = SS(base);
 
@@ -289,11 +285,12 @@ ss_read(struct outbound_stream *base, void *buf, size_t len)
         if (s->eof)
             return 0;
         in_compact(s);
-        ssize_t n = recv(base->fd, s->in + s->in_end, IN_CAP - s->in_end, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
+        ssize_t n = io_read(base->inner, s->in + s->in_end, IN_CAP - s->in_end);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                io_soon_cancel(base->loop, &s->kick); /* all read: the inner stream calls */
             return -1;
+        }
         if (n == 0) {
             /* A salt or chunk cut short is a truncated stream, not an end. */
             if (s->in_end > s->in_dec || s->dec.have_len) {
@@ -310,7 +307,7 @@ ss_read(struct outbound_stream *base, void *buf, size_t len)
 }
 
 static int
-ss_shutdown(struct outbound_stream *base)
+ss_shutdown(struct io_stream *base)
 {
     struct ss_stream *s = SS(base);
 
@@ -332,10 +329,54 @@ ss_shutdown(struct outbound_stream *base)
     return 0;
 }
 
-static size_t
-ss_pending(const struct outbound_stream *base)
+/* Opened bytes, or a failure, wait to be read. */
+static int
+readable(const struct ss_stream *s)
 {
-    return SS(base)->err == EBADMSG ? 0 : SS(base)->plain;
+    return s->plain > 0 || s->err != 0 || s->eof;
+}
+
+static void
+on_kick(void *arg)
+{
+    struct ss_stream *s = arg;
+
+    if (s->reading && s->base.on_readable != NULL)
+        s->base.on_readable(s->base.arg);
+}
+
+static void
+on_inner_readable(void *arg)
+{
+    struct ss_stream *s = arg;
+
+    if (s->closing)
+        return;
+    /* Armed first: the owner may stop with bytes opened, or close. */
+    io_soon_arm(s->base.loop, &s->kick);
+    if (s->base.on_readable != NULL)
+        s->base.on_readable(s->base.arg);
+}
+
+static void
+ss_read_start(struct io_stream *base)
+{
+    struct ss_stream *s = SS(base);
+
+    s->reading = 1;
+    io_read_start(base->inner);
+    if (readable(s))
+        io_soon_arm(base->loop, &s->kick);
+}
+
+static void
+ss_read_stop(struct io_stream *base)
+{
+    struct ss_stream *s = SS(base);
+
+    s->reading = 0;
+    io_read_stop(base->inner);
+    io_soon_cancel(base->loop, &s->kick);
 }
 
 static void
@@ -346,30 +387,30 @@ on_quiet(struct ev_loop *loop, ev_timer *w, int revents)
     ev_timer_stop(loop, w);
     s->fin_due = 1;
     if (flush(s) != 0 && s->base.on_drain != NULL)
-        s->base.on_drain(s->base.drain_arg);
+        s->base.on_drain(s->base.arg);
 }
 
 static void
 finish_close(struct ss_stream *s)
 {
     ev_timer_stop(s->base.loop, &s->quiet);
-    ev_io_stop(s->base.loop, &s->wio);
     ev_timer_stop(s->base.loop, &s->hdr);
-    close(s->base.fd);
+    io_soon_cancel(s->base.loop, &s->kick);
+    io_close(s->base.inner, 0);
     free(s);
 }
 
 static void
-ss_close(struct outbound_stream *base, int reset)
+ss_close(struct io_stream *base, int reset)
 {
     struct ss_stream *s = SS(base);
 
-    ev_io_stop(base->loop, &s->wio);
     ev_timer_stop(base->loop, &s->hdr);
     ev_timer_stop(base->loop, &s->quiet);
+    io_soon_cancel(base->loop, &s->kick);
     s->fin_due = 1;
     if (reset) {
-        outbound_close_reset(base->fd);
+        io_close(base->inner, 1);
         free(s);
         return;
     }
@@ -378,7 +419,8 @@ ss_close(struct outbound_stream *base, int reset)
          * background, for 10 s at most (the header timer is reused). */
         s->closing = 1;
         s->base.on_drain = NULL;
-        ev_io_start(base->loop, &s->wio);
+        s->base.on_readable = NULL;
+        io_read_stop(base->inner);
         ev_timer_set(&s->hdr, 10.0, 0);
         ev_timer_start(base->loop, &s->hdr);
         return;
@@ -386,35 +428,38 @@ ss_close(struct outbound_stream *base, int reset)
     finish_close(s);
 }
 
-static const struct outbound_stream_ops ss_ops = {
+static const struct io_stream_ops ss_ops = {
     .name = "shadowsocks",
     .read = ss_read,
     .writev = ss_writev,
     .shutdown = ss_shutdown,
-    .pending = ss_pending,
+    .read_start = ss_read_start,
+    .read_stop = ss_read_stop,
     .close = ss_close,
 };
 
-struct outbound_stream *
-outbound_ss_stream(struct ev_loop *loop, int fd, const struct outbound_proxy *p,
+struct io_stream *
+outbound_ss_stream(struct io_stream *inner, const struct outbound_proxy *p,
                    const struct flow_addr *dst)
 {
     uint8_t hdr[SS_ADDR_MAX];
     int hlen = outbound_addr_write(hdr, sizeof(hdr), dst);
+    struct ev_loop *loop = inner->loop;
     struct ss_stream *s;
 
     /* The buffers are written before they are read: no need to zero them. */
     if (hlen < 0 || (s = malloc(sizeof(*s))) == NULL) {
-        close(fd);
+        io_close(inner, 0);
         return NULL;
     }
     memset(s, 0, offsetof(struct ss_stream, out));
     s->base.ops = &ss_ops;
-    s->base.fd = fd;
+    s->base.inner = inner;
     s->base.loop = loop;
+    io_set_callbacks(inner, on_inner_readable, on_inner_drain, s);
+    io_soon_init(&s->kick, on_kick, s);
     ss_encoder_init(&s->enc, p->cipher, p->key, NULL, hdr, (size_t)hlen);
     ss_decoder_init(&s->dec, p->cipher, p->key);
-    ev_io_init(&s->wio, on_writable, fd, EV_WRITE);
     ev_timer_init(&s->hdr, on_header_timer, HEADER_DELAY, 0.);
     ev_init(&s->quiet, on_quiet);
     s->quiet.repeat = SS_QUIET_FIN;

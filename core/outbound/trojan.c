@@ -16,8 +16,7 @@
 #define CMD_UDP_ASSOCIATE 3
 
 struct trojan {
-    struct outbound_stream s;
-    struct outbound_stream *inner;
+    struct io_stream s; /* s.inner: the TLS stream */
     ev_timer delay;
     int err;        /* a header-only send failed in the background */
     int shut;       /* shutdown() waits for the rest of the header */
@@ -46,7 +45,7 @@ push(struct trojan *t, const struct iovec *iov, int iovcnt)
         v[0] = (struct iovec){t->hdr + t->hdr_off, rest};
         if (n > 0)
             memcpy(v + 1, iov, (size_t)n * sizeof(*iov));
-        ssize_t w = outbound_stream_writev(t->inner, v, n + 1);
+        ssize_t w = io_writev(t->s.inner, v, n + 1);
         if (w < 0)
             return -1;
         if (w == 0) {
@@ -73,7 +72,7 @@ header_only(struct trojan *t)
     if (push(t, NULL, 0) < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
         set_err(t, errno);
     if (t->hdr_off == t->hdr_len && t->shut && t->err == 0 &&
-        t->inner->ops->shutdown(t->inner) != 0)
+        io_shutdown(t->s.inner) != 0)
         set_err(t, errno);
 }
 
@@ -84,7 +83,7 @@ on_delay(struct ev_loop *loop, ev_timer *w, int revents)
 
     header_only(t);
     if (t->err != 0 && t->s.on_drain != NULL)
-        t->s.on_drain(t->s.drain_arg);
+        t->s.on_drain(t->s.arg);
 }
 
 static void
@@ -97,11 +96,11 @@ on_inner_drain(void *arg)
     if (t->hdr_off < t->hdr_len && !ev_is_active(&t->delay))
         header_only(t);
     if (t->s.on_drain != NULL)
-        t->s.on_drain(t->s.drain_arg);
+        t->s.on_drain(t->s.arg);
 }
 
 static ssize_t
-trojan_read(struct outbound_stream *s, void *buf, size_t len)
+trojan_read(struct io_stream *s, void *buf, size_t len)
 {
     struct trojan *t = (struct trojan *)s;
 
@@ -109,11 +108,11 @@ trojan_read(struct outbound_stream *s, void *buf, size_t len)
         errno = t->err;
         return -1;
     }
-    return outbound_stream_read(t->inner, buf, len);
+    return io_read(t->s.inner, buf, len);
 }
 
 static ssize_t
-trojan_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+trojan_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
 {
     struct trojan *t = (struct trojan *)s;
 
@@ -127,11 +126,11 @@ trojan_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
             return n;
         /* Exactly the header went out: the payload follows below. */
     }
-    return outbound_stream_writev(t->inner, iov, iovcnt);
+    return io_writev(t->s.inner, iov, iovcnt);
 }
 
 static int
-trojan_shutdown(struct outbound_stream *s)
+trojan_shutdown(struct io_stream *s)
 {
     struct trojan *t = (struct trojan *)s;
 
@@ -141,38 +140,54 @@ trojan_shutdown(struct outbound_stream *s)
         header_only(t);
         return t->err != 0 ? (errno = t->err, -1) : 0;
     }
-    return t->inner->ops->shutdown(t->inner);
+    return io_shutdown(t->s.inner);
 }
 
-static size_t
-trojan_pending(const struct outbound_stream *s)
+/* Reading passes straight through: the TLS stream keeps the promise of
+ * calling on_readable for what it holds. */
+static void
+on_inner_readable(void *arg)
 {
-    const struct trojan *t = (const struct trojan *)s;
+    struct trojan *t = arg;
 
-    return outbound_stream_pending(t->inner);
+    if (t->s.on_readable != NULL)
+        t->s.on_readable(t->s.arg);
 }
 
 static void
-trojan_close(struct outbound_stream *s, int reset)
+trojan_read_start(struct io_stream *s)
+{
+    io_read_start(s->inner);
+}
+
+static void
+trojan_read_stop(struct io_stream *s)
+{
+    io_read_stop(s->inner);
+}
+
+static void
+trojan_close(struct io_stream *s, int reset)
 {
     struct trojan *t = (struct trojan *)s;
 
     ev_timer_stop(s->loop, &t->delay);
-    outbound_stream_close(t->inner, reset);
+    io_close(t->s.inner, reset);
     free(t);
 }
 
-static const struct outbound_stream_ops trojan_ops = {
+static const struct io_stream_ops trojan_ops = {
     .name = "trojan",
     .read = trojan_read,
     .writev = trojan_writev,
     .shutdown = trojan_shutdown,
-    .pending = trojan_pending,
+    .read_start = trojan_read_start,
+    .read_stop = trojan_read_stop,
     .close = trojan_close,
 };
 
-static struct outbound_stream *
-make(struct outbound_stream *tls, const struct outbound_proxy *p, const struct flow_addr *dst,
+static struct io_stream *
+make(struct io_stream *tls, const struct outbound_proxy *p, const struct flow_addr *dst,
      uint8_t cmd)
 {
     struct trojan *t = malloc(sizeof(*t));
@@ -197,25 +212,23 @@ make(struct outbound_stream *tls, const struct outbound_proxy *p, const struct f
     t->hdr_len = o;
     t->hdr_off = 0;
     t->err = t->shut = 0;
-    t->inner = tls;
-    t->s = (struct outbound_stream){.ops = &trojan_ops, .fd = tls->fd, .loop = tls->loop};
-    tls->on_drain = on_inner_drain;
-    tls->drain_arg = t;
+    t->s = (struct io_stream){.ops = &trojan_ops, .inner = tls, .loop = tls->loop};
+    io_set_callbacks(tls, on_inner_readable, on_inner_drain, t);
     ev_timer_init(&t->delay, on_delay, HEADER_DELAY, 0);
     t->delay.data = t;
     ev_timer_start(t->s.loop, &t->delay);
     return &t->s;
 }
 
-struct outbound_stream *
-outbound_trojan_stream(struct outbound_stream *tls, const struct outbound_proxy *p,
+struct io_stream *
+outbound_trojan_stream(struct io_stream *tls, const struct outbound_proxy *p,
                        const struct flow_addr *dst)
 {
     return make(tls, p, dst, CMD_CONNECT);
 }
 
-struct outbound_stream *
-outbound_trojan_udp_stream(struct outbound_stream *tls, const struct outbound_proxy *p,
+struct io_stream *
+outbound_trojan_udp_stream(struct io_stream *tls, const struct outbound_proxy *p,
                            const struct flow_addr *dst)
 {
     return make(tls, p, dst, CMD_UDP_ASSOCIATE);

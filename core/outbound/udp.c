@@ -18,6 +18,8 @@
 
 #include "outbound/udp_int.h"
 
+static void on_rd(struct ev_loop *loop, ev_io *w, int revents);
+
 void
 outbound_udp_deliver(struct outbound_udp *u)
 {
@@ -90,6 +92,7 @@ outbound_udp_open(const struct outbound_env *env, int policy, const struct flow_
         return NULL;
     memset(u, 0, offsetof(struct outbound_udp, seal));
     u->ctl_fd = -1;
+    ev_io_init(&u->rd, on_rd, -1, EV_READ);
     u->env = env;
     u->dst = *dst;
     u->fd = -1;
@@ -137,10 +140,26 @@ outbound_udp_open(const struct outbound_env *env, int policy, const struct flow_
     return u;
 }
 
-int
-outbound_udp_fd(const struct outbound_udp *u)
+static void
+on_rd(struct ev_loop *loop, ev_io *w, int revents)
 {
-    return u->fd;
+    struct outbound_udp *u = w->data;
+
+    u->on_readable(u->rd_arg);
+}
+
+void
+outbound_udp_watch(struct outbound_udp *u, void (*on_readable)(void *), void *arg)
+{
+    u->on_readable = on_readable;
+    u->rd_arg = arg;
+    if (u->p != NULL && u->p->type == OUTBOUND_TROJAN) { /* datagrams ride the stream */
+        outbound_udp_trojan_watch(u);
+        return;
+    }
+    ev_io_init(&u->rd, on_rd, u->fd, EV_READ);
+    u->rd.data = u;
+    ev_io_start(u->env->loop, &u->rd);
 }
 
 const char *
@@ -195,6 +214,7 @@ outbound_udp_close(struct outbound_udp *u)
     if (u == NULL)
         return;
     ev_idle_stop(u->env->loop, &u->later);
+    ev_io_stop(u->env->loop, &u->rd);
     outbound_udp_trojan_stop(u);
     outbound_udp_socks5_stop(u);
     if (u->q != NULL)

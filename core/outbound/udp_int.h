@@ -1,7 +1,7 @@
 #ifndef CHUTE_OUTBOUND_UDP_INT_H
 #define CHUTE_OUTBOUND_UDP_INT_H
 
-/* Private to udp.c and udp_socks5.c. */
+/* Private to udp.c, udp_socks5.c and udp_trojan.c. */
 
 #include "outbound/outbound.h"
 
@@ -11,6 +11,9 @@ struct outbound_udp {
     const struct outbound_proxy *p; /* NULL: DIRECT */
     struct flow_addr dst;
     int fd;
+    ev_io rd;                       /* readable: the owner's on_readable */
+    void (*on_readable)(void *arg);
+    void *rd_arg;
     struct dns_query *q;
     ev_idle later;
     const char *why;                /* the failure to deliver, or NULL */
@@ -19,10 +22,9 @@ struct outbound_udp {
     void *arg;
     /* SOCKS5: the control connection that keeps the association alive. */
     struct outbound_connect *oc;
-    struct outbound_stream *ctl;
+    struct io_stream *ctl;
     struct outbound_hs *hs;
-    int ctl_fd;
-    ev_io ctl_rd;
+    int ctl_fd;                     /* the control socket, inside |ctl| */
     int ctl_closed;
     /* Trojan: the stream itself carries the datagrams. */
     struct outbound_open *op;
@@ -47,5 +49,6 @@ int outbound_udp_trojan_start(struct outbound_udp *u, int policy);
 void outbound_udp_trojan_stop(struct outbound_udp *u);
 ssize_t outbound_udp_trojan_send(struct outbound_udp *u, const void *payload, size_t len);
 ssize_t outbound_udp_trojan_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_t *off);
+void outbound_udp_trojan_watch(struct outbound_udp *u);
 
 #endif

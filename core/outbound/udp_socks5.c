@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "outbound/proxy.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 #include "outbound/udp_int.h"
 
 /* UDP through a SOCKS5 proxy (RFC 1928 §7): a TCP control connection asks
@@ -17,14 +17,14 @@
 #define HDR_MAX (3 + 1 + 1 + 255 + 2)
 
 static void
-on_ctl(struct ev_loop *loop, ev_io *w, int revents)
+on_ctl(void *arg)
 {
-    struct outbound_udp *u = CONTAINER(w, struct outbound_udp, ctl_rd);
+    struct outbound_udp *u = arg;
     uint8_t b[256];
-    ssize_t n = outbound_stream_read(u->ctl, b, sizeof(b));
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    ssize_t n = io_read(u->ctl, b, sizeof(b));
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
         u->ctl_closed = 1; /* the association is over */
-        ev_io_stop(loop, w);
+        io_read_stop(u->ctl);
     }
 }
 
@@ -42,7 +42,7 @@ relay_addr(struct outbound_udp *u, const uint8_t *reply, size_t len, struct flow
         return 0;
     struct sockaddr_storage peer;
     socklen_t pl = sizeof(peer);
-    if (getpeername(u->ctl->fd, (struct sockaddr *)&peer, &pl) != 0)
+    if (getpeername(u->ctl_fd, (struct sockaddr *)&peer, &pl) != 0)
         return -1;
     uint16_t port = out->port;
     if (peer.ss_family == AF_INET) {
@@ -72,8 +72,8 @@ on_associated(void *arg, int err, const char *why, const uint8_t *reply, size_t 
             u->why = strerror(-fd);
         } else {
             u->fd = fd;
-            ev_io_init(&u->ctl_rd, on_ctl, u->ctl->fd, EV_READ);
-            ev_io_start(u->env->loop, &u->ctl_rd);
+            io_set_callbacks(u->ctl, on_ctl, NULL, u);
+            io_read_start(u->ctl);
         }
     }
     outbound_udp_deliver(u);
@@ -89,7 +89,8 @@ on_ctl_connected(void *arg, int fd, int err, const char *why)
         outbound_udp_deliver(u);
         return;
     }
-    u->ctl = outbound_plain_new(u->env->loop, fd);
+    u->ctl_fd = fd;
+    u->ctl = io_fd_new(u->env->loop, fd);
     if (u->ctl == NULL) {
         close(fd);
         u->why = "out of memory";
@@ -117,10 +118,8 @@ outbound_udp_socks5_stop(struct outbound_udp *u)
         outbound_connect_cancel(u->oc);
     if (u->hs != NULL)
         outbound_hs_cancel(u->hs);
-    if (u->ctl != NULL) {
-        ev_io_stop(u->env->loop, &u->ctl_rd);
-        outbound_stream_close(u->ctl, 0);
-    }
+    if (u->ctl != NULL)
+        io_close(u->ctl, 0);
     u->oc = NULL, u->hs = NULL, u->ctl = NULL;
 }
 

@@ -4,7 +4,7 @@
 #include <sys/uio.h>
 
 #include "outbound/proxy.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 #include "outbound/udp_int.h"
 
 /* UDP through a Trojan proxy: one TLS stream per flow opened with UDP
@@ -23,7 +23,6 @@ on_opened(void *arg, const struct outbound_result *r)
         u->why = r->why;
     } else {
         u->ctl = r->stream;
-        u->fd = r->stream->fd;
         u->rx = malloc(RX_CAP);
         if (u->rx == NULL)
             u->why = "out of memory";
@@ -45,9 +44,8 @@ outbound_udp_trojan_stop(struct outbound_udp *u)
         outbound_open_cancel(u->op);
     u->op = NULL;
     if (u->p != NULL && u->p->type == OUTBOUND_TROJAN && u->ctl != NULL) {
-        outbound_stream_close(u->ctl, 0); /* it owns the socket */
+        io_close(u->ctl, 0);
         u->ctl = NULL;
-        u->fd = -1;
     }
     free(u->rx);
     u->rx = NULL;
@@ -68,7 +66,7 @@ outbound_udp_trojan_send(struct outbound_udp *u, const void *payload, size_t len
     hdr[n + 3] = '\n';
     struct iovec iov[2] = {{hdr, (size_t)n + 4}, {(void *)payload, len}};
     size_t want = (size_t)n + 4 + len;
-    ssize_t w = outbound_stream_writev(u->ctl, iov, 2);
+    ssize_t w = io_writev(u->ctl, iov, 2);
     if (w < 0 && errno == EPIPE)
         errno = ECONNRESET; /* the stream is over: a new association */
     if (w < 0)
@@ -101,6 +99,21 @@ frame(const uint8_t *p, size_t n, size_t *off, size_t *len)
     return 1;
 }
 
+static void
+on_stream_readable(void *arg)
+{
+    struct outbound_udp *u = arg;
+
+    u->on_readable(u->rd_arg);
+}
+
+void
+outbound_udp_trojan_watch(struct outbound_udp *u)
+{
+    io_set_callbacks(u->ctl, on_stream_readable, NULL, u);
+    io_read_start(u->ctl);
+}
+
 ssize_t
 outbound_udp_trojan_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_t *off)
 {
@@ -123,7 +136,7 @@ outbound_udp_trojan_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_
             errno = ECONNRESET;
             return -1;
         }
-        ssize_t r = outbound_stream_read(u->ctl, u->rx + u->rx_len, RX_CAP - u->rx_len);
+        ssize_t r = io_read(u->ctl, u->rx + u->rx_len, RX_CAP - u->rx_len);
         if (r == 0) {
             errno = ECONNRESET;
             return -1;

@@ -8,25 +8,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "outbound/outbound.h"
 #include "tls/tls_int.h"
 
 /* One allocation per connection: the BearSSL client context, the X.509
  * context and the bidirectional record buffer, then the same object
- * serves as the handshake handle and, once done, as the stream. */
+ * serves as the handshake handle and, once done, as the stream. Records
+ * move between BearSSL's engine and the inner stream (s.inner); the inner
+ * stream's callbacks come here in every phase. */
 
 #define ALPN_MAX 8
 
 struct tls_conn {
-    struct outbound_stream s; /* first: handed out as the stream */
+    struct io_stream s; /* first: handed out as the stream; s.inner is the transport */
     br_ssl_client_context cc;
     struct tls_x509 xw;
     struct tls_ctx *ctx; /* during the handshake only */
     tls_handshake_cb cb;
     void *cb_arg;
-    ev_io hs_io; /* handshake: READ and/or WRITE as the engine asks */
-    ev_io wio;   /* stream: sends what the socket did not take */
+    struct io_soon kick; /* the handshake's first step; on_readable for held bytes */
     int start_err, err;
+    unsigned handshaking : 1, reading : 1;
     const char *start_why;
     unsigned shut : 1, shut_done : 1, want_drain : 1, read_stalled : 1, resumed : 1;
     unsigned lingering : 1, notified : 1; /* notified: our close_notify is queued */  /* closed by the owner; the last records still go out */
@@ -48,6 +49,7 @@ struct tls_conn {
 static void
 conn_free(struct tls_conn *c)
 {
+    io_soon_cancel(c->s.loop, &c->kick);
     tls_x509_fini(&c->xw);
     free(c->alpn_store);
     explicit_bzero(c, sizeof(*c)); /* keys and the master secret */
@@ -108,14 +110,13 @@ static void
 hs_fail(struct tls_conn *c, int err, const char *why)
 {
     struct tls_ctx *t = c->ctx;
-    ev_io_stop(c->s.loop, &c->hs_io);
     t->stats.failures++;
     if (err == EPROTONOSUPPORT)
         t->stats.tls13_only++;
     if (c->offered_len != 0)
         tls_session_forget(t->sessions, c->key, c->keylen);
-    close(c->s.fd);
-    c->s.fd = -1;
+    io_close(c->s.inner, 0);
+    c->s.inner = NULL;
     c->cb(c->cb_arg, NULL, err, why);
     conn_free(c);
 }
@@ -131,15 +132,15 @@ hs_fail_errno(struct tls_conn *c, int err)
     hs_fail(c, err, c->why);
 }
 
-static const struct outbound_stream_ops tls_stream_ops;
-static void on_writable(struct ev_loop *loop, ev_io *w, int revents);
+static const struct io_stream_ops tls_stream_ops;
 
 static void
 hs_done(struct tls_conn *c)
 {
     struct tls_ctx *t = c->ctx;
     br_ssl_session_parameters p;
-    ev_io_stop(c->s.loop, &c->hs_io);
+    c->handshaking = 0;
+    io_read_stop(c->s.inner); /* the owner's read_start takes over */
     br_ssl_engine_get_session_parameters(&c->cc.eng, &p);
     /* No "resumed" getter in 0.6: the server echoes our ID only then. */
     c->resumed = c->offered_len != 0 && p.session_id_len == c->offered_len &&
@@ -155,12 +156,11 @@ hs_done(struct tls_conn *c)
     tls_x509_fini(&c->xw);
     c->ctx = NULL;
     c->s.ops = &tls_stream_ops;
-    ev_io_init(&c->wio, on_writable, c->s.fd, EV_WRITE);
     c->cb(c->cb_arg, &c->s, 0, NULL);
 }
 
-/* Moves records both ways until nothing moves, then waits for the socket
- * in the direction(s) the engine needs. */
+/* Moves records both ways until nothing moves; the inner stream calls
+ * back when it has bytes or can take more (it reads all along). */
 static void
 hs_step(struct tls_conn *c)
 {
@@ -188,12 +188,12 @@ hs_step(struct tls_conn *c)
         want = 0;
         if (st & BR_SSL_SENDREC) {
             buf = br_ssl_engine_sendrec_buf(eng, &len);
-            n = send(c->s.fd, buf, len, MSG_NOSIGNAL);
+            n = io_write(c->s.inner, buf, len);
             if (n > 0) {
                 br_ssl_engine_sendrec_ack(eng, (size_t)n);
                 continue;
             }
-            if (!would_block(errno)) {
+            if (n == 0 || !would_block(errno)) {
                 hs_fail_errno(c, errno);
                 return;
             }
@@ -201,7 +201,7 @@ hs_step(struct tls_conn *c)
         }
         if (st & BR_SSL_RECVREC) {
             buf = br_ssl_engine_recvrec_buf(eng, &len);
-            n = recv(c->s.fd, buf, len, 0);
+            n = io_read(c->s.inner, buf, len);
             if (n > 0) {
                 br_ssl_engine_recvrec_ack(eng, (size_t)n);
                 continue;
@@ -220,19 +220,7 @@ hs_step(struct tls_conn *c)
         /* Two statements: the arguments' order of evaluation is unspecified. */
         int err = hs_reason(e ? e : BR_ERR_BAD_STATE, c->why, sizeof(c->why), &why);
         hs_fail(c, err, why);
-        return;
     }
-    if ((c->hs_io.events & (EV_READ | EV_WRITE)) != want || !ev_is_active(&c->hs_io)) {
-        ev_io_stop(c->s.loop, &c->hs_io);
-        ev_io_set(&c->hs_io, c->s.fd, want);
-        ev_io_start(c->s.loop, &c->hs_io);
-    }
-}
-
-static void
-on_hs_io(struct ev_loop *loop, ev_io *w, int revents)
-{
-    hs_step(CONN_OF(w, hs_io));
 }
 
 /* Fills |ip| when |host| is an IP literal ("[::1]" too); its length or 0. */
@@ -317,25 +305,30 @@ set_suites(br_ssl_engine_context *eng)
         br_ssl_engine_set_suites(eng, chacha_first, sizeof(chacha_first) / sizeof(chacha_first[0]));
 }
 
+static void on_inner_readable(void *arg);
+static void on_inner_drain(void *arg);
+static void on_kick(void *arg);
+
+/* BearSSL hands out one record at a time, so a flight is several writes:
+ * a socket below must have Nagle off (outbound/direct.c sets TCP_NODELAY),
+ * or delayed ACKs add 40 ms to the handshake. */
 struct tls_handshake *
-tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct tls_client_opts *o,
+tls_client_start(struct tls_ctx *t, struct io_stream *inner, const struct tls_client_opts *o,
                  tls_handshake_cb cb, void *arg)
 {
     struct tls_conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
-        close(fd);
+        io_close(inner, 0);
         return NULL;
     }
-    /* BearSSL hands out one record at a time, so a flight is several
-     * send()s: with Nagle, delayed ACKs add 40 ms to the handshake. */
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    c->s.fd = fd;
-    c->s.loop = loop;
+    c->s.inner = inner;
+    c->s.loop = inner->loop;
     c->ctx = t;
     c->cb = cb;
     c->cb_arg = arg;
-    ev_io_init(&c->hs_io, on_hs_io, fd, EV_WRITE);
+    c->handshaking = 1;
+    io_soon_init(&c->kick, on_kick, c);
+    io_set_callbacks(inner, on_inner_readable, on_inner_drain, c);
 
     const char *host = o->host ? o->host : "";
     const char *sni = o->sni && o->sni[0] ? o->sni : NULL;
@@ -352,7 +345,7 @@ tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct t
         bad = start_fail(c, "tls: bad host or SNI");
     if (bad != NULL) {
         /* Reported from the loop: never from inside this call. */
-        ev_io_start(loop, &c->hs_io);
+        io_soon_arm(c->s.loop, &c->kick);
         return (struct tls_handshake *)c;
     }
     strcpy(c->host, host);
@@ -378,7 +371,8 @@ tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd, const struct t
     }
     /* On failure the engine is closed and hs_step reports its error. */
     (void)br_ssl_client_reset(&c->cc, sni, resume);
-    ev_io_start(loop, &c->hs_io);
+    io_read_start(inner);
+    io_soon_arm(c->s.loop, &c->kick);
     return (struct tls_handshake *)c;
 }
 
@@ -386,33 +380,29 @@ void
 tls_handshake_cancel(struct tls_handshake *h)
 {
     struct tls_conn *c = (struct tls_conn *)h;
-    ev_io_stop(c->s.loop, &c->hs_io);
-    close(c->s.fd);
+    io_close(c->s.inner, 0);
     conn_free(c);
 }
 
 /* ---- stream ------------------------------------------------------------- */
 
-/* Sends buffered records: 1 when none are left, 0 when the socket is full
- * (with |arm|, the EV_WRITE watcher then continues), -1 on error. */
+/* Sends buffered records: 1 when none are left, 0 when the inner stream
+ * is full (its on_drain continues), -1 on error. */
 static int
-send_records(struct tls_conn *c, int arm)
+send_records(struct tls_conn *c)
 {
     br_ssl_engine_context *eng = &c->cc.eng;
     unsigned char *buf;
     size_t len;
     while ((buf = br_ssl_engine_sendrec_buf(eng, &len)) != NULL) {
-        ssize_t n = send(c->s.fd, buf, len, MSG_NOSIGNAL);
+        ssize_t n = io_write(c->s.inner, buf, len);
         if (n > 0) {
             br_ssl_engine_sendrec_ack(eng, (size_t)n);
             continue;
         }
-        if (would_block(errno)) {
-            if (arm)
-                ev_io_start(c->s.loop, &c->wio);
+        if (n < 0 && would_block(errno))
             return 0;
-        }
-        c->err = errno;
+        c->err = n == 0 ? EIO : errno;
         return -1;
     }
     return 1;
@@ -427,31 +417,63 @@ on_linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 static void
-on_writable(struct ev_loop *loop, ev_io *w, int revents)
+on_inner_drain(void *arg)
 {
-    struct tls_conn *c = CONN_OF(w, wio);
-    int r = send_records(c, 0);
+    struct tls_conn *c = arg;
+    if (c->handshaking) {
+        hs_step(c);
+        return;
+    }
+    int r = send_records(c);
     if (r == 0)
         return;
-    ev_io_stop(loop, w);
     if (c->lingering) {
         finish_close(c);
         return;
     }
     if (r > 0 && c->notified && !c->shut_done) {
-        shutdown(c->s.fd, SHUT_WR);
+        io_shutdown(c->s.inner);
         c->shut_done = 1;
     }
     if (c->read_stalled) {
-        /* A read found the engine waiting for this output: wake the
-         * owner's reader now that it can go on. */
+        /* A read found the engine waiting for this output: the owner's
+         * reader goes on from the loop. */
         c->read_stalled = 0;
-        ev_feed_fd_event(loop, c->s.fd, EV_READ);
+        if (c->reading)
+            io_soon_arm(c->s.loop, &c->kick);
     }
     if ((c->want_drain || r < 0) && c->s.on_drain != NULL) {
         c->want_drain = 0;
-        c->s.on_drain(c->s.drain_arg); /* may close the stream: last */
+        c->s.on_drain(c->s.arg); /* may close the stream: last */
     }
+}
+
+static void
+on_inner_readable(void *arg)
+{
+    struct tls_conn *c = arg;
+    if (c->handshaking) {
+        hs_step(c);
+        return;
+    }
+    if (c->lingering || !c->reading)
+        return;
+    /* Armed first: the owner may leave decrypted bytes, or close. */
+    io_soon_arm(c->s.loop, &c->kick);
+    if (c->s.on_readable != NULL)
+        c->s.on_readable(c->s.arg);
+}
+
+static void
+on_kick(void *arg)
+{
+    struct tls_conn *c = arg;
+    if (c->handshaking) {
+        hs_step(c);
+        return;
+    }
+    if (c->reading && c->s.on_readable != NULL)
+        c->s.on_readable(c->s.arg);
 }
 
 static ssize_t
@@ -462,7 +484,7 @@ fail_with(int err)
 }
 
 static ssize_t
-st_read(struct outbound_stream *s, void *out, size_t cap)
+st_read(struct io_stream *s, void *out, size_t cap)
 {
     struct tls_conn *c = (struct tls_conn *)s;
     br_ssl_engine_context *eng = &c->cc.eng;
@@ -491,7 +513,7 @@ st_read(struct outbound_stream *s, void *out, size_t cap)
         }
         /* E.g. our reply to the peer's close_notify. */
         if (st & BR_SSL_SENDREC) {
-            int r = send_records(c, 1);
+            int r = send_records(c);
             if (r < 0)
                 return fail_with(c->err);
             if (r > 0)
@@ -499,16 +521,19 @@ st_read(struct outbound_stream *s, void *out, size_t cap)
         }
         if (!(st & BR_SSL_RECVREC)) {
             c->read_stalled = 1;
+            io_soon_cancel(c->s.loop, &c->kick);
             return fail_with(EAGAIN);
         }
         buf = br_ssl_engine_recvrec_buf(eng, &len);
-        ssize_t n = recv(c->s.fd, buf, len, 0);
+        ssize_t n = io_read(c->s.inner, buf, len);
         if (n > 0) {
             br_ssl_engine_recvrec_ack(eng, (size_t)n);
             continue;
         }
-        if (n < 0 && would_block(errno))
+        if (n < 0 && would_block(errno)) {
+            io_soon_cancel(c->s.loop, &c->kick); /* all read: the inner stream calls */
             return fail_with(EAGAIN);
+        }
         if (n == 0 && c->shut)
             return 0; /* we already ended; BearSSL drops data after that anyway */
         /* A FIN without close_notify may be a truncation attack. */
@@ -518,7 +543,7 @@ st_read(struct outbound_stream *s, void *out, size_t cap)
 }
 
 static ssize_t
-st_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+st_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
 {
     struct tls_conn *c = (struct tls_conn *)s;
     br_ssl_engine_context *eng = &c->cc.eng;
@@ -542,7 +567,7 @@ st_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
                     c->err = e == BR_ERR_OK ? EPIPE : stream_errno(e);
                     return total ? (ssize_t)total : fail_with(c->err);
                 }
-                if (send_records(c, 1) < 0)
+                if (send_records(c) < 0)
                     return total ? (ssize_t)total : fail_with(c->err);
                 buf = br_ssl_engine_sendapp_buf(eng, &len);
                 if (buf == NULL) {
@@ -560,11 +585,10 @@ st_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
     }
     if (total > 0)
         br_ssl_engine_flush(eng, 0); /* else it waits for a full record */
-    if (send_records(c, 1) < 0 && total == 0)
+    if (send_records(c) < 0 && total == 0)
         return fail_with(c->err);
     if (total == 0 && want > 0) {
-        c->want_drain = 1;
-        ev_io_start(c->s.loop, &c->wio);
+        c->want_drain = 1; /* the inner stream's on_drain comes */
         return fail_with(EAGAIN);
     }
     return (ssize_t)total;
@@ -582,9 +606,9 @@ on_quiet(struct ev_loop *loop, ev_timer *w, int revents)
         return;
     c->notified = 1;
     br_ssl_engine_close(&c->cc.eng);
-    int r = send_records(c, 1);
+    int r = send_records(c);
     if (r > 0) {
-        shutdown(c->s.fd, SHUT_WR);
+        io_shutdown(c->s.inner);
         c->shut_done = 1;
     }
 }
@@ -596,7 +620,7 @@ on_quiet(struct ev_loop *loop, ev_timer *w, int revents)
  * once the server has sent nothing for QUIET_CLOSE seconds, or with
  * st_close. */
 static int
-st_shutdown(struct outbound_stream *s)
+st_shutdown(struct io_stream *s)
 {
     struct tls_conn *c = (struct tls_conn *)s;
     if (c->err)
@@ -609,37 +633,58 @@ st_shutdown(struct outbound_stream *s)
     return 0;
 }
 
-static size_t
-st_pending(const struct outbound_stream *s)
+/* Decrypted bytes, the end or an error wait to be read. */
+static int
+readable(const struct tls_conn *c)
 {
-    const struct tls_conn *c = (const struct tls_conn *)s;
     size_t len;
-    if (br_ssl_engine_recvapp_buf(&c->cc.eng, &len) == NULL)
-        return 0;
-    return len;
+    return c->err || br_ssl_engine_recvapp_buf(&c->cc.eng, &len) != NULL ||
+           (br_ssl_engine_current_state(&c->cc.eng) & BR_SSL_CLOSED);
 }
 
 static void
-st_close(struct outbound_stream *s, int reset)
+st_read_start(struct io_stream *s)
 {
     struct tls_conn *c = (struct tls_conn *)s;
-    ev_io_stop(c->s.loop, &c->wio);
+    c->reading = 1;
+    io_read_start(s->inner);
+    if (readable(c))
+        io_soon_arm(s->loop, &c->kick);
+}
+
+static void
+st_read_stop(struct io_stream *s)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    c->reading = 0;
+    io_read_stop(s->inner);
+    io_soon_cancel(s->loop, &c->kick);
+}
+
+static void
+st_close(struct io_stream *s, int reset)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    io_soon_cancel(c->s.loop, &c->kick);
+    c->reading = 0;
     if (c->shut)
         ev_timer_stop(c->s.loop, &c->quiet);
     if (reset) {
-        outbound_close_reset(c->s.fd);
+        io_close(c->s.inner, 1);
     } else {
         /* close_notify, best effort, so the server keeps the session.
          * Unread input makes close() send a RST that could overtake it:
          * drain what already arrived first. */
         if (!c->err && !(br_ssl_engine_current_state(&c->cc.eng) & BR_SSL_CLOSED))
             br_ssl_engine_close(&c->cc.eng);
-        if (!c->err && send_records(c, 0) == 0) {
-            /* Records the socket has not taken yet (the relay's last bytes,
-             * the close_notify): sent in the background, for 10 s at most. */
+        if (!c->err && send_records(c) == 0) {
+            /* Records the inner stream has not taken yet (the relay's last
+             * bytes, the close_notify): sent in the background, for 10 s at
+             * most. */
             c->lingering = 1;
             c->s.on_drain = NULL;
-            ev_io_start(c->s.loop, &c->wio);
+            c->s.on_readable = NULL;
+            io_read_stop(c->s.inner);
             ev_timer_init(&c->linger, on_linger_timeout, 10.0, 0);
             ev_timer_start(c->s.loop, &c->linger);
             return;
@@ -653,26 +698,26 @@ st_close(struct outbound_stream *s, int reset)
 static void
 finish_close(struct tls_conn *c)
 {
-    ev_io_stop(c->s.loop, &c->wio);
     if (c->lingering)
         ev_timer_stop(c->s.loop, &c->linger);
-    for (int i = 0; i < 4 && recv(c->s.fd, c->iobuf, sizeof(c->iobuf), MSG_DONTWAIT) > 0; i++)
+    for (int i = 0; i < 4 && io_read(c->s.inner, c->iobuf, sizeof(c->iobuf)) > 0; i++)
         ;
-    close(c->s.fd);
+    io_close(c->s.inner, 0);
     conn_free(c);
 }
 
-static const struct outbound_stream_ops tls_stream_ops = {
+static const struct io_stream_ops tls_stream_ops = {
     .name = "tls",
     .read = st_read,
     .writev = st_writev,
     .shutdown = st_shutdown,
-    .pending = st_pending,
+    .read_start = st_read_start,
+    .read_stop = st_read_stop,
     .close = st_close,
 };
 
 const char *
-tls_stream_alpn(const struct outbound_stream *s)
+tls_stream_alpn(const struct io_stream *s)
 {
     if (s == NULL || s->ops != &tls_stream_ops)
         return NULL;
@@ -681,7 +726,7 @@ tls_stream_alpn(const struct outbound_stream *s)
 }
 
 int
-tls_stream_resumed(const struct outbound_stream *s)
+tls_stream_resumed(const struct io_stream *s)
 {
     if (s == NULL || s->ops != &tls_stream_ops)
         return 0;

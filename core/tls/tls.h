@@ -6,12 +6,13 @@
  * certificates checked against the system trust store (or a CA file),
  * IP-address certificates checked by chute itself (BearSSL matches names
  * only), sessions resumed by ID per (server, port, SNI), close_notify on
- * every clean close. A finished handshake becomes an outbound_stream. */
+ * every clean close. TLS runs over any inner io_stream (a socket, a proxy
+ * stream, another TLS stream); a finished handshake is an io_stream. */
 
 #include <ev.h>
 #include <stddef.h>
 
-#include "outbound/stream.h"
+#include "io/io.h"
 
 struct tls_ctx;
 struct tls_handshake;
@@ -34,26 +35,28 @@ struct tls_client_opts {
     int skip_verify;         /* no certificate check at all (the bundle said so) */
 };
 
-/* |s| is the TLS stream (handshake done; the caller owns it) or NULL with
- * |err| an errno value and |why| a readable reason, e.g. "tls: server
- * requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2 only)", "tls: certificate
- * not trusted", "tls: certificate is for another name", "tls: connection
- * closed during handshake". On failure the socket has been closed. */
-typedef void (*tls_handshake_cb)(void *arg, struct outbound_stream *s, int err, const char *why);
+/* |s| is the TLS stream (handshake done; the caller owns it; its inner is
+ * the transport) or NULL with |err| an errno value and |why| a readable
+ * reason, e.g. "tls: server requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2
+ * only)", "tls: certificate not trusted", "tls: certificate is for another
+ * name", "tls: connection closed during handshake". On failure the inner
+ * stream has been closed. */
+typedef void (*tls_handshake_cb)(void *arg, struct io_stream *s, int err, const char *why);
 
-/* Starts a client handshake over the connected non-blocking socket |fd|
- * (owned from now on). The callback fires exactly once, never from inside
- * this call, unless cancelled. NULL when out of memory (fd closed). */
-struct tls_handshake *tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd,
+/* Starts a client handshake over |inner| (owned from now on; the TLS
+ * stream takes over its callbacks). The callback fires exactly once, never
+ * from inside this call, unless cancelled. NULL when out of memory (|inner|
+ * closed). */
+struct tls_handshake *tls_client_start(struct tls_ctx *t, struct io_stream *inner,
                                        const struct tls_client_opts *o, tls_handshake_cb cb,
                                        void *arg);
-/* Stops the handshake, closes the socket, frees it; no callback. */
+/* Stops the handshake, closes the inner stream, frees it; no callback. */
 void tls_handshake_cancel(struct tls_handshake *h);
 
 /* The protocol ALPN chose ("h2", "http/1.1") for a TLS stream, or NULL. */
-const char *tls_stream_alpn(const struct outbound_stream *s);
+const char *tls_stream_alpn(const struct io_stream *s);
 /* 1 if the stream's handshake resumed a cached session. */
-int tls_stream_resumed(const struct outbound_stream *s);
+int tls_stream_resumed(const struct io_stream *s);
 
 struct tls_stats {
     unsigned long long handshakes, resumed, failures, tls13_only;
