@@ -24,7 +24,7 @@
 #include "bench_util.h"
 #include "outbound/proxy.h"
 #include "outbound/ss_codec.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 #include "tls/crypto.h"
 
 #define WRITE 16384
@@ -115,8 +115,8 @@ stream_run(struct ev_loop *loop, const struct outbound_proxy *p, size_t bytes)
         die("socketpair");
     /* Both ends share the key: b reads what a seals (a's address header
      * comes out as the first 7 bytes of payload). */
-    struct outbound_stream *a = outbound_ss_stream(loop, sv[0], p, &dst);
-    struct outbound_stream *b = outbound_ss_stream(loop, sv[1], p, &dst);
+    struct io_stream *a = outbound_ss_stream(loop, sv[0], p, &dst);
+    struct io_stream *b = outbound_ss_stream(loop, sv[1], p, &dst);
     if (a == NULL || b == NULL)
         die("outbound_ss_stream");
     bytes += 7;
@@ -124,7 +124,7 @@ stream_run(struct ev_loop *loop, const struct outbound_proxy *p, size_t bytes)
     while (got < bytes) {
         while (sent < bytes - 7) {
             size_t n = bytes - 7 - sent < WRITE ? bytes - 7 - sent : WRITE;
-            ssize_t k = outbound_stream_write(a, src, n);
+            ssize_t k = io_write(a, src, n);
             if (k < 0 && errno == EAGAIN)
                 break;
             if (k <= 0)
@@ -135,7 +135,7 @@ stream_run(struct ev_loop *loop, const struct outbound_proxy *p, size_t bytes)
         if (sent == bytes - 7)
             ev_run(loop, EVRUN_NOWAIT);
         for (;;) {
-            ssize_t k = outbound_stream_read(b, rbuf, sizeof(rbuf));
+            ssize_t k = io_read(b, rbuf, sizeof(rbuf));
             if (k < 0 && errno == EAGAIN)
                 break;
             if (k <= 0)
@@ -144,8 +144,8 @@ stream_run(struct ev_loop *loop, const struct outbound_proxy *p, size_t bytes)
         }
     }
     uint64_t t = cpu_ns() - t0;
-    outbound_stream_close(a, 0);
-    outbound_stream_close(b, 0);
+    io_close(a, 0);
+    io_close(b, 0);
     return (bytes - 7) / (t / 1e3);
 }
 

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "flow/relay.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 
 /* The relay's stream mode against a fake outbound_stream: XOR 0x5A over a
  * socketpair, with a tiny send buffer (EAGAIN + on_drain on every few KiB),
@@ -37,7 +37,7 @@ struct fake_log {
 };
 
 struct fake {
-    struct outbound_stream s;
+    struct io_stream s;
     ev_io wr;
     uint8_t out[FAKE_OUT];
     size_t out_len;
@@ -83,12 +83,12 @@ fake_on_write(struct ev_loop *loop, ev_io *w, int revents)
     if (f->err != 0 || (f->want_drain && f->out_len < FAKE_OUT)) {
         f->want_drain = 0;
         f->log->drains++;
-        f->s.on_drain(f->s.drain_arg); /* last: the owner may close us */
+        f->s.on_drain(f->s.arg); /* last: the owner may close us */
     }
 }
 
 static ssize_t
-fake_read(struct outbound_stream *s, void *buf, size_t len)
+fake_read(struct io_stream *s, void *buf, size_t len)
 {
     struct fake *f = (struct fake *)s;
     if (f->err != 0) {
@@ -128,7 +128,7 @@ fake_read(struct outbound_stream *s, void *buf, size_t len)
 }
 
 static ssize_t
-fake_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+fake_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
 {
     struct fake *f = (struct fake *)s;
     if (f->err != 0 || f->shut_req) {
@@ -157,7 +157,7 @@ fake_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
 }
 
 static int
-fake_shutdown(struct outbound_stream *s)
+fake_shutdown(struct io_stream *s)
 {
     struct fake *f = (struct fake *)s;
     f->shut_req = 1;
@@ -166,14 +166,14 @@ fake_shutdown(struct outbound_stream *s)
 }
 
 static size_t
-fake_pending(const struct outbound_stream *s)
+fake_pending(const struct io_stream *s)
 {
     const struct fake *f = (const struct fake *)s;
     return f->in_len - f->in_off;
 }
 
 static void
-fake_close(struct outbound_stream *s, int reset)
+fake_close(struct io_stream *s, int reset)
 {
     struct fake *f = (struct fake *)s;
     ev_io_stop(s->loop, &f->wr);
@@ -188,7 +188,7 @@ fake_close(struct outbound_stream *s, int reset)
     free(f);
 }
 
-static const struct outbound_stream_ops fake_ops = {
+static const struct io_stream_ops fake_ops = {
     .name = "fake",
     .read = fake_read,
     .writev = fake_writev,

@@ -18,7 +18,7 @@
 
 #include "flow/flow.h"
 #include "outbound/proxy.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -228,7 +228,7 @@ against(enum proto proto, const struct outbound_proxy *p, const struct flow_addr
 
     pair(sv);
     fake_start(&f, sv[1], steps, nsteps, close_after);
-    struct outbound_stream *s = outbound_plain_new(loop, sv[0]);
+    struct io_stream *s = outbound_plain_new(loop, sv[0]);
     struct outbound_hs *h = proto == SOCKS5 ? outbound_socks5_connect(s, p, dst, on_result, &r)
                                             : outbound_http_connect(s, p, dst, on_result, &r);
     assert_non_null(h);
@@ -239,7 +239,7 @@ against(enum proto proto, const struct outbound_proxy *p, const struct flow_addr
     assert_null(s->on_drain); /* given back */
     run_for(0.01);            /* late events must not call back again */
     assert_int_equal(r.done, 1);
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
     fake_close(&f);
     return r;
 }
@@ -454,14 +454,14 @@ test_http_unsendable_name(void **state)
     memcpy(dst.name, "a\r\nb", 5);
     dst.name_len = 4;
     pair(sv);
-    struct outbound_stream *s = outbound_plain_new(loop, sv[0]);
+    struct io_stream *s = outbound_plain_new(loop, sv[0]);
     assert_non_null(outbound_http_connect(s, &p, &dst, on_result, &r));
     assert_int_equal(r.done, 0);
     run_until(&r.done, 1.0);
     assert_int_equal(r.err, EINVAL);
     char buf[8];
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), -1); /* nothing sent */
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
     close(sv[1]);
 }
 
@@ -477,13 +477,13 @@ test_failure_at_start_is_deferred(void **state)
 
     pair(sv);
     close(sv[1]); /* the greeting's send fails with EPIPE */
-    struct outbound_stream *s = outbound_plain_new(loop, sv[0]);
+    struct io_stream *s = outbound_plain_new(loop, sv[0]);
     assert_non_null(outbound_socks5_connect(s, &p, &dst, on_result, &r));
     assert_int_equal(r.done, 0);
     run_until(&r.done, 1.0);
     assert_int_equal(r.done, 1);
     assert_int_equal(r.err, EPIPE);
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
 
     /* Cancelled before the deferred delivery: never called. */
     memset(&r, 0, sizeof(r));
@@ -495,7 +495,7 @@ test_failure_at_start_is_deferred(void **state)
     outbound_hs_cancel(h);
     run_for(0.02);
     assert_int_equal(r.done, 0);
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
 }
 
 static void
@@ -518,23 +518,23 @@ test_cancel_while_waiting(void **state)
                                       proto == SOCKS5 ? 3 : sizeof(CONNECT_REQ) - 1, NULL, 0, 0}};
         pair(sv);
         fake_start(&f, sv[1], steps, 1, 0);
-        struct outbound_stream *s = outbound_plain_new(loop, sv[0]);
+        struct io_stream *s = outbound_plain_new(loop, sv[0]);
         s->on_drain = mark_drain;
-        s->drain_arg = &drained;
+        s->arg = &drained;
         struct outbound_hs *h = proto == SOCKS5 ? outbound_socks5_connect(s, &p, &dst, on_result, &r)
                                                 : outbound_http_connect(s, &p, &dst, on_result, &r);
         while (f.cur < 1)
             ev_run(loop, EVRUN_ONCE);
         outbound_hs_cancel(h);
         assert_ptr_equal(s->on_drain, mark_drain); /* the owner's again */
-        assert_ptr_equal(s->drain_arg, &drained);
+        assert_ptr_equal(s->arg, &drained);
         fake_send(&f, "\x05\x00", 2); /* a reply after the cancel is ignored */
         run_for(0.02);
         assert_int_equal(r.done, 0);
         /* The stream is intact and readable by its owner. */
         char buf[4];
-        assert_int_equal(outbound_stream_read(s, buf, sizeof(buf)), 2);
-        outbound_stream_close(s, 0);
+        assert_int_equal(io_read(s, buf, sizeof(buf)), 2);
+        io_close(s, 0);
         fake_close(&f);
     }
 }
@@ -551,21 +551,21 @@ test_plain_buffers_and_drains(void **state)
     for (size_t i = 0; i < sizeof(big); i++)
         big[i] = (uint8_t)(i * 7 + 3);
     pair(sv);
-    struct outbound_stream *s = outbound_plain_new(loop, sv[0]);
+    struct io_stream *s = outbound_plain_new(loop, sv[0]);
     s->on_drain = mark_drain;
-    s->drain_arg = &drained;
+    s->arg = &drained;
     assert_string_equal(s->ops->name, "plain");
 
     /* Nothing to read yet: EAGAIN passes through. */
     char c;
     errno = 0;
-    assert_int_equal(outbound_stream_read(s, &c, 1), -1);
+    assert_int_equal(io_read(s, &c, 1), -1);
     assert_int_equal(errno, EAGAIN);
 
     /* Fill the socket: the stream takes the remainder into its buffer,
      * then says EAGAIN. */
     for (;;) {
-        ssize_t n = outbound_stream_write(s, big + sent, sizeof(big) - sent);
+        ssize_t n = io_write(s, big + sent, sizeof(big) - sent);
         if (n < 0) {
             assert_int_equal(errno, EAGAIN);
             break;
@@ -592,18 +592,18 @@ test_plain_buffers_and_drains(void **state)
     assert_memory_equal(got, big, sent);
 
     /* Shutdown after buffered bytes: the peer sees them, then EOF. */
-    assert_int_equal(outbound_stream_write(s, "tail", 4), 4);
+    assert_int_equal(io_write(s, "tail", 4), 4);
     assert_int_equal(s->ops->shutdown(s), 0);
     char tail[8];
     assert_int_equal(recv(sv[1], tail, sizeof(tail), 0), 4);
     assert_int_equal(recv(sv[1], tail, sizeof(tail), 0), 0);
     errno = 0;
-    assert_int_equal(outbound_stream_write(s, "x", 1), -1);
+    assert_int_equal(io_write(s, "x", 1), -1);
     assert_int_equal(errno, EPIPE);
 
     /* EOF from the peer reads as 0; release gives the socket back. */
     shutdown(sv[1], SHUT_WR);
-    assert_int_equal(outbound_stream_read(s, &c, 1), 0);
+    assert_int_equal(io_read(s, &c, 1), 0);
     assert_int_equal(outbound_plain_release(s), sv[0]);
     close(sv[0]);
     close(sv[1]);
@@ -619,13 +619,13 @@ test_plain_queue_and_background_error(void **state)
     pair(sv);
     while (send(sv[0], fill, sizeof(fill), MSG_NOSIGNAL) > 0)
         ; /* the socket is full before the stream sees it */
-    struct outbound_stream *s = outbound_plain_new(loop, sv[0]);
+    struct io_stream *s = outbound_plain_new(loop, sv[0]);
     s->on_drain = mark_drain;
-    s->drain_arg = &drained;
+    s->arg = &drained;
     struct iovec iov[3] = {{"ab", 2}, {"", 0}, {"cdef", 4}};
-    assert_int_equal(outbound_stream_writev(s, iov, 3), 6); /* all buffered */
-    assert_int_equal(outbound_stream_write(s, "gh", 2), 2); /* queued behind */
-    assert_int_equal(outbound_stream_writev(s, iov, 0), 0);
+    assert_int_equal(io_writev(s, iov, 3), 6); /* all buffered */
+    assert_int_equal(io_write(s, "gh", 2), 2); /* queued behind */
+    assert_int_equal(io_writev(s, iov, 0), 0);
     assert_int_equal(s->ops->shutdown(s), 0); /* waits for the buffer */
 
     /* The peer goes away: the background send fails, the owner is told,
@@ -634,9 +634,9 @@ test_plain_queue_and_background_error(void **state)
     run_until(&drained, 1.0);
     assert_int_equal(drained, 1);
     errno = 0;
-    assert_int_equal(outbound_stream_read(s, &c, 1), -1);
+    assert_int_equal(io_read(s, &c, 1), -1);
     assert_true(errno == EPIPE || errno == ECONNRESET);
-    assert_int_equal(outbound_stream_write(s, "x", 1), -1);
+    assert_int_equal(io_write(s, "x", 1), -1);
     assert_int_equal(outbound_plain_release(s), sv[0]); /* nothing left buffered */
     close(sv[0]);
 }
@@ -680,8 +680,8 @@ test_plain_close_reset(void **state)
     char c;
 
     assert_true(fd >= 0 && peer >= 0);
-    struct outbound_stream *s = outbound_plain_new(loop, fd);
-    outbound_stream_close(s, 1);
+    struct io_stream *s = outbound_plain_new(loop, fd);
+    io_close(s, 1);
     errno = 0;
     assert_int_equal(recv(peer, &c, 1, 0), -1);
     assert_int_equal(errno, ECONNRESET);
@@ -690,7 +690,7 @@ test_plain_close_reset(void **state)
     fd = connect_to(port);
     peer = accept(lfd, NULL, NULL);
     s = outbound_plain_new(loop, fd);
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
     assert_int_equal(recv(peer, &c, 1, 0), 0); /* a FIN */
     close(peer);
     close(lfd);
@@ -713,32 +713,32 @@ test_trojan_header_with_first_write(void **state)
     assert_string_equal(p.trojan_hash, ABC_SHA224);
 
     pair(sv);
-    struct outbound_stream *t = outbound_trojan_stream(outbound_plain_new(loop, sv[0]), &p, &dst);
+    struct io_stream *t = outbound_trojan_stream(outbound_plain_new(loop, sv[0]), &p, &dst);
     assert_non_null(t);
     assert_int_equal(t->fd, sv[0]);
     t->on_drain = mark_drain;
-    t->drain_arg = &drained;
+    t->arg = &drained;
     struct iovec iov[2] = {{"GET / ", 6}, {"HTTP/1.1\r\n", 10}};
-    assert_int_equal(outbound_stream_writev(t, iov, 2), 16);
+    assert_int_equal(io_writev(t, iov, 2), 16);
     /* Header and payload arrive as one send. */
     ssize_t n = recv(sv[1], buf, sizeof(buf), 0);
     assert_int_equal(n, sizeof(TROJAN_HDR) - 1 + 16);
     assert_memory_equal(buf, TROJAN_HDR "GET / HTTP/1.1\r\n", (size_t)n);
 
     /* Later writes are the payload alone; reads come from the inner. */
-    assert_int_equal(outbound_stream_write(t, "more", 4), 4);
+    assert_int_equal(io_write(t, "more", 4), 4);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), 4);
     run_for(0.03); /* the 10 ms timer must not send the header again */
     errno = 0;
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), -1);
     assert_int_equal(errno, EAGAIN);
     assert_int_equal(send(sv[1], "resp", 4, 0), 4);
-    assert_int_equal(outbound_stream_read(t, buf, sizeof(buf)), 4);
+    assert_int_equal(io_read(t, buf, sizeof(buf)), 4);
     assert_memory_equal(buf, "resp", 4);
     assert_int_equal(outbound_stream_pending(t), 0);
     assert_int_equal(t->ops->shutdown(t), 0);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), 0);
-    outbound_stream_close(t, 0);
+    io_close(t, 0);
     close(sv[1]);
 }
 
@@ -754,14 +754,14 @@ test_trojan_header_alone_after_delay(void **state)
     outbound_trojan_setup(&p, "abc");
     pair(sv);
     ev_now_update(loop); /* the 10 ms count from now, not the last wakeup */
-    struct outbound_stream *t = outbound_trojan_stream(outbound_plain_new(loop, sv[0]), &p, &dst);
+    struct io_stream *t = outbound_trojan_stream(outbound_plain_new(loop, sv[0]), &p, &dst);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), -1); /* not at once */
     run_for(0.03);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), sizeof(want) - 1);
     assert_memory_equal(buf, want, sizeof(want) - 1);
-    assert_int_equal(outbound_stream_write(t, "x", 1), 1);
+    assert_int_equal(io_write(t, "x", 1), 1);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), 1);
-    outbound_stream_close(t, 1);
+    io_close(t, 1);
     close(sv[1]);
 
     /* A shutdown before any write still sends the header first. */
@@ -770,7 +770,7 @@ test_trojan_header_alone_after_delay(void **state)
     assert_int_equal(t->ops->shutdown(t), 0);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), sizeof(want) - 1);
     assert_int_equal(recv(sv[1], buf, sizeof(buf), 0), 0);
-    outbound_stream_close(t, 0);
+    io_close(t, 0);
     close(sv[1]);
 }
 
@@ -780,7 +780,7 @@ test_trojan_header_alone_after_delay(void **state)
  * (from a zero timer) has run; |fail| makes the next writev fail with EPIPE.
  * Exercises the paths a TLS stream with a full buffer would take. */
 struct drip {
-    struct outbound_stream s;
+    struct io_stream s;
     ev_timer kick;
     int blocked, fail, writes;
 };
@@ -792,17 +792,17 @@ on_drip_kick(struct ev_loop *l, ev_timer *w, int revents)
 
     d->blocked = 0;
     if (d->s.on_drain != NULL)
-        d->s.on_drain(d->s.drain_arg);
+        d->s.on_drain(d->s.arg);
 }
 
 static ssize_t
-drip_read(struct outbound_stream *s, void *buf, size_t len)
+drip_read(struct io_stream *s, void *buf, size_t len)
 {
     return recv(s->fd, buf, len, 0);
 }
 
 static ssize_t
-drip_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+drip_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
 {
     struct drip *d = (struct drip *)s;
     uint8_t buf[3];
@@ -832,19 +832,19 @@ drip_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
 }
 
 static int
-drip_shutdown(struct outbound_stream *s)
+drip_shutdown(struct io_stream *s)
 {
     return shutdown(s->fd, SHUT_WR);
 }
 
 static size_t
-drip_pending(const struct outbound_stream *s)
+drip_pending(const struct io_stream *s)
 {
     return 0;
 }
 
 static void
-drip_close(struct outbound_stream *s, int reset)
+drip_close(struct io_stream *s, int reset)
 {
     struct drip *d = (struct drip *)s;
 
@@ -853,7 +853,7 @@ drip_close(struct outbound_stream *s, int reset)
     free(d);
 }
 
-static const struct outbound_stream_ops drip_ops = {
+static const struct io_stream_ops drip_ops = {
     "drip", drip_read, drip_writev, drip_shutdown, drip_pending, drip_close,
 };
 
@@ -862,7 +862,7 @@ drip_new(int fd)
 {
     struct drip *d = calloc(1, sizeof(*d));
 
-    d->s = (struct outbound_stream){.ops = &drip_ops, .fd = fd, .loop = loop};
+    d->s = (struct io_stream){.ops = &drip_ops, .fd = fd, .loop = loop};
     ev_timer_init(&d->kick, on_drip_kick, 0, 0);
     d->kick.data = d;
     return d;
@@ -891,7 +891,7 @@ test_handshake_over_stingy_stream(void **state)
     assert_int_equal(r.extra_len, 5);
     assert_int_equal(f.mismatch, 0);
     assert_true(d->writes > 10); /* it really went 3 bytes at a time */
-    outbound_stream_close(&d->s, 0);
+    io_close(&d->s, 0);
     fake_close(&f);
 
     /* A send that fails in the background ends the handshake. */
@@ -905,12 +905,12 @@ test_handshake_over_stingy_stream(void **state)
     run_until(&r.done, 2.0);
     assert_int_equal(r.err, EPIPE);
     assert_string_equal(r.why, "http: connection to the proxy failed");
-    outbound_stream_close(&d->s, 0);
+    io_close(&d->s, 0);
     fake_close(&f);
 }
 
 struct writer {
-    struct outbound_stream *s;
+    struct io_stream *s;
     const char *p;
     size_t left;
 };
@@ -921,7 +921,7 @@ on_writer_drain(void *arg)
     struct writer *w = arg;
 
     while (w->left > 0) {
-        ssize_t n = outbound_stream_write(w->s, w->p, w->left);
+        ssize_t n = io_write(w->s, w->p, w->left);
         if (n < 0) {
             assert_int_equal(errno, EAGAIN);
             return;
@@ -957,16 +957,16 @@ test_trojan_over_stingy_stream(void **state)
     outbound_trojan_setup(&p, "abc");
     pair(sv);
     struct drip *d = drip_new(sv[0]);
-    struct outbound_stream *t = outbound_trojan_stream(&d->s, &p, &dst);
+    struct io_stream *t = outbound_trojan_stream(&d->s, &p, &dst);
     struct writer w = {t, "payload", 7};
     t->on_drain = on_writer_drain;
-    t->drain_arg = &w;
+    t->arg = &w;
     on_writer_drain(&w); /* header bytes first, then EAGAIN */
     assert_int_equal(w.left, 7);
     assert_int_equal(drain_peer(sv[1], buf, sizeof(buf), sizeof(want) - 1), sizeof(want) - 1);
     assert_memory_equal(buf, want, sizeof(want) - 1);
     assert_int_equal(w.left, 0);
-    outbound_stream_close(t, 0);
+    io_close(t, 0);
     close(sv[1]);
 
     /* Header-only after the delay, pushed through every drain. */
@@ -976,7 +976,7 @@ test_trojan_over_stingy_stream(void **state)
     assert_int_equal(drain_peer(sv[1], buf, sizeof(buf), sizeof(TROJAN_HDR) - 1),
                      sizeof(TROJAN_HDR) - 1);
     assert_memory_equal(buf, TROJAN_HDR, sizeof(TROJAN_HDR) - 1);
-    outbound_stream_close(t, 0);
+    io_close(t, 0);
     close(sv[1]);
 
     /* The header-only send fails: the error comes back on the next call. */
@@ -987,15 +987,15 @@ test_trojan_over_stingy_stream(void **state)
     ev_now_update(loop);
     t = outbound_trojan_stream(&d->s, &p, &dst);
     t->on_drain = mark_drain;
-    t->drain_arg = &drained;
+    t->arg = &drained;
     run_for(0.03);
     assert_int_equal(drained, 1);
     errno = 0;
-    assert_int_equal(outbound_stream_write(t, "x", 1), -1);
+    assert_int_equal(io_write(t, "x", 1), -1);
     assert_int_equal(errno, EPIPE);
-    assert_int_equal(outbound_stream_read(t, buf, 1), -1);
+    assert_int_equal(io_read(t, buf, 1), -1);
     assert_int_equal(errno, EPIPE);
-    outbound_stream_close(t, 0);
+    io_close(t, 0);
     close(sv[1]);
 }
 
@@ -1161,7 +1161,7 @@ interop_teardown(void **state)
 
 struct reader {
     ev_io w;
-    struct outbound_stream *s;
+    struct io_stream *s;
     uint8_t buf[256];
     size_t len, want;
     int done;
@@ -1173,7 +1173,7 @@ on_reader(struct ev_loop *l, ev_io *w, int revents)
     struct reader *r = w->data;
 
     while (r->len < r->want) {
-        ssize_t n = outbound_stream_read(r->s, r->buf + r->len, sizeof(r->buf) - r->len);
+        ssize_t n = io_read(r->s, r->buf + r->len, sizeof(r->buf) - r->len);
         if (n <= 0) {
             if (n == 0 || errno != EAGAIN)
                 r->done = 1;
@@ -1195,7 +1195,7 @@ through(enum proto proto, uint16_t port, const struct outbound_proxy *p, uint16_
     int fd = connect_to(port);
 
     assert_true(fd >= 0);
-    struct outbound_stream *s = outbound_plain_new(loop, fd);
+    struct io_stream *s = outbound_plain_new(loop, fd);
     if (proto == SOCKS5)
         outbound_socks5_connect(s, p, &dst, on_result, &res);
     else
@@ -1205,7 +1205,7 @@ through(enum proto proto, uint16_t port, const struct outbound_proxy *p, uint16_
     if (res.err == 0) {
         struct reader r = {.s = s, .want = sizeof(msg) - 1};
         assert_int_equal(res.extra_len, 0);
-        assert_int_equal(outbound_stream_write(s, msg, sizeof(msg) - 1), sizeof(msg) - 1);
+        assert_int_equal(io_write(s, msg, sizeof(msg) - 1), sizeof(msg) - 1);
         ev_io_init(&r.w, on_reader, fd, EV_READ);
         r.w.data = &r;
         ev_io_start(loop, &r.w);
@@ -1214,7 +1214,7 @@ through(enum proto proto, uint16_t port, const struct outbound_proxy *p, uint16_
         assert_int_equal(r.len, sizeof(msg) - 1);
         assert_memory_equal(r.buf, msg, r.len);
     }
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
     return res;
 }
 

@@ -540,7 +540,7 @@ pat(size_t i)
 
 struct drive {
     struct ev_loop *loop;
-    struct outbound_stream *s;
+    struct io_stream *s;
     ev_io rd;
     ev_timer guard;
     size_t total, sent, got;
@@ -579,7 +579,7 @@ drive_write(void *arg)
             iov[cnt++].iov_len = l;
             off += l;
         }
-        ssize_t r = outbound_stream_writev(d->s, iov, cnt);
+        ssize_t r = io_writev(d->s, iov, cnt);
         if (r < 0 && errno == EAGAIN)
             return;
         if (r < 0) {
@@ -606,7 +606,7 @@ drive_read(struct ev_loop *loop, ev_io *w, int revents)
     uint8_t buf[20000];
 
     for (;;) {
-        ssize_t n = outbound_stream_read(d->s, buf, 1 + rnd() % sizeof(buf));
+        ssize_t n = io_read(d->s, buf, 1 + rnd() % sizeof(buf));
         if (n > 0) {
             for (ssize_t i = 0; i < n; i++)
                 if (buf[i] != pat(d->got + (size_t)i))
@@ -642,7 +642,7 @@ drive_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 /* Sends |total| bytes through |s| and reads until the end, an error or
  * |secs|. */
 static void
-drive_run2(struct drive *d, struct ev_loop *loop, struct outbound_stream *s, size_t total,
+drive_run2(struct drive *d, struct ev_loop *loop, struct io_stream *s, size_t total,
            double secs, int no_half_close)
 {
     memset(d, 0, offsetof(struct drive, tmp));
@@ -651,7 +651,7 @@ drive_run2(struct drive *d, struct ev_loop *loop, struct outbound_stream *s, siz
     d->s = s;
     d->total = total;
     s->on_drain = drive_write;
-    s->drain_arg = d;
+    s->arg = d;
     ev_io_init(&d->rd, drive_read, s->fd, EV_READ);
     d->rd.data = d;
     ev_timer_init(&d->guard, drive_timeout, secs, 0.);
@@ -664,7 +664,7 @@ drive_run2(struct drive *d, struct ev_loop *loop, struct outbound_stream *s, siz
 }
 
 static void
-drive_run(struct drive *d, struct ev_loop *loop, struct outbound_stream *s, size_t total,
+drive_run(struct drive *d, struct ev_loop *loop, struct io_stream *s, size_t total,
           double secs)
 {
     drive_run2(d, loop, s, total, secs, 0);
@@ -783,7 +783,7 @@ done:
     return NULL;
 }
 
-static struct outbound_stream *
+static struct io_stream *
 pair_stream(struct ev_loop *loop, struct fake *f, struct outbound_proxy *p, enum fake_mode mode,
             pthread_t *th, int small_buffers)
 {
@@ -803,7 +803,7 @@ pair_stream(struct ev_loop *loop, struct fake *f, struct outbound_proxy *p, enum
     dst.ip[15] = 1;
     ev_now_update(loop);
     f->t0 = now_ms();
-    struct outbound_stream *s = outbound_ss_stream(loop, sv[0], p, &dst);
+    struct io_stream *s = outbound_ss_stream(loop, sv[0], p, &dst);
     assert_non_null(s);
     assert_string_equal(s->ops->name, "shadowsocks");
     assert_int_equal(pthread_create(th, NULL, fake_server, f), 0);
@@ -823,7 +823,7 @@ test_stream_echo_pair(void **state)
 
         proxy_for(&p, c, "pair");
         /* Small socket buffers: partial sends, EAGAIN and on_drain. */
-        struct outbound_stream *s = pair_stream(loop, &f, &p, FAKE_ECHO, &th, c == 0);
+        struct io_stream *s = pair_stream(loop, &f, &p, FAKE_ECHO, &th, c == 0);
         size_t total = 3 * 1024 * 1024 + 17;
         drive_run(&d, loop, s, total, 60);
         pthread_join(th, NULL);
@@ -838,7 +838,7 @@ test_stream_echo_pair(void **state)
         assert_int_equal(f.echoed, total);
         /* The header rode with the first payload. */
         assert_true(f.header_chunk > 19);
-        outbound_stream_close(s, 0);
+        io_close(s, 0);
     }
     ev_loop_destroy(loop);
 }
@@ -859,7 +859,7 @@ test_stream_header_alone(void **state)
     pthread_t th;
 
     proxy_for(&p, 2, "hdr");
-    struct outbound_stream *s = pair_stream(loop, &f, &p, FAKE_HEADER_ONLY, &th, 0);
+    struct io_stream *s = pair_stream(loop, &f, &p, FAKE_HEADER_ONLY, &th, 0);
     ev_timer idle;
     ev_timer_init(&idle, break_loop, 0.05, 0.);
     ev_timer_start(loop, &idle);
@@ -874,9 +874,9 @@ test_stream_header_alone(void **state)
     assert_int_equal(d.eof, 1);
     assert_int_equal(d.got, 0);
     /* After shutdown, no more writes. */
-    assert_int_equal(outbound_stream_write(s, "x", 1), -1);
+    assert_int_equal(io_write(s, "x", 1), -1);
     assert_int_equal(errno, EPIPE);
-    outbound_stream_close(s, 1);
+    io_close(s, 1);
 
     /* A shutdown before any byte and before the timer: the header still
      * goes first. */
@@ -887,7 +887,7 @@ test_stream_header_alone(void **state)
     assert_true(f.header_ok);
     assert_int_equal(f.header_chunk, 19);
     assert_int_equal(d.eof, 1);
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
     ev_loop_destroy(loop);
 }
 
@@ -903,17 +903,17 @@ test_stream_bad_reply(void **state)
 
     proxy_for(&p, 0, "bad");
     /* A forged chunk: EBADMSG, then every call fails the same way. */
-    struct outbound_stream *s = pair_stream(loop, &f, &p, FAKE_GARBAGE, &th, 0);
+    struct io_stream *s = pair_stream(loop, &f, &p, FAKE_GARBAGE, &th, 0);
     drive_run(&d, loop, s, 1000, 5);
     assert_int_equal(d.err, EBADMSG);
     assert_int_equal(d.got, 0);
-    assert_int_equal(outbound_stream_read(s, buf, sizeof(buf)), -1);
+    assert_int_equal(io_read(s, buf, sizeof(buf)), -1);
     assert_int_equal(errno, EBADMSG);
-    assert_int_equal(outbound_stream_write(s, "x", 1), -1);
+    assert_int_equal(io_write(s, "x", 1), -1);
     assert_int_equal(errno, EBADMSG);
     assert_int_equal(s->ops->shutdown(s), -1);
     assert_int_equal(outbound_stream_pending(s), 0);
-    outbound_stream_close(s, 1);
+    io_close(s, 1);
     pthread_join(th, NULL);
 
     /* A salt cut short by the end of the stream is an error, not an end. */
@@ -922,7 +922,7 @@ test_stream_bad_reply(void **state)
     pthread_join(th, NULL);
     assert_int_equal(d.err, EPROTO);
     assert_int_equal(d.eof, 0);
-    outbound_stream_close(s, 1);
+    io_close(s, 1);
     ev_loop_destroy(loop);
 }
 
@@ -948,11 +948,11 @@ test_stream_send_failure(void **state)
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
-    struct outbound_stream *s = outbound_ss_stream(loop, sv[0], &p, &dst);
+    struct io_stream *s = outbound_ss_stream(loop, sv[0], &p, &dst);
     s->on_drain = count_drain;
-    s->drain_arg = &drains;
+    s->arg = &drains;
     for (;;) {
-        ssize_t n = outbound_stream_write(s, chunk, sizeof(chunk));
+        ssize_t n = io_write(s, chunk, sizeof(chunk));
         if (n < 0) {
             assert_int_equal(errno, EAGAIN);
             break;
@@ -964,12 +964,12 @@ test_stream_send_failure(void **state)
     for (int i = 0; i < 100 && drains == 0; i++)
         ev_run(loop, EVRUN_ONCE);
     assert_int_equal(drains, 1);
-    assert_int_equal(outbound_stream_write(s, chunk, 10), -1);
+    assert_int_equal(io_write(s, chunk, 10), -1);
     assert_int_equal(errno, EPIPE);
-    assert_int_equal(outbound_stream_read(s, chunk, sizeof(chunk)), -1);
+    assert_int_equal(io_read(s, chunk, sizeof(chunk)), -1);
     assert_int_equal(errno, EPIPE);
     assert_int_equal(s->ops->shutdown(s), -1);
-    outbound_stream_close(s, 0);
+    io_close(s, 0);
 
     /* Unknown destination kind: NULL, and the socket is closed. */
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -1237,15 +1237,15 @@ replay_into_stream(struct ev_loop *loop, const struct outbound_proxy *p, const u
 
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
-    struct outbound_stream *s = outbound_ss_stream(loop, sv[0], p, &dst);
+    struct io_stream *s = outbound_ss_stream(loop, sv[0], p, &dst);
     assert_int_equal(write_all(sv[1], bytes, len), 0);
     close(sv[1]);
     *plen = 0;
     for (;;) {
-        ssize_t n = outbound_stream_read(s, buf + *plen, sizeof(buf) - *plen);
+        ssize_t n = io_read(s, buf + *plen, sizeof(buf) - *plen);
         if (n <= 0) {
             int r = n == 0 ? 0 : -errno;
-            outbound_stream_close(s, 1);
+            io_close(s, 1);
             return r;
         }
         *plen += (size_t)n;
@@ -1276,12 +1276,12 @@ test_interop_ss_server(void **state)
         proxy_for(&p, c, "testpass");
         int fd = connect_to(port);
         assert_true(fd >= 0);
-        struct outbound_stream *s = outbound_ss_stream(loop, fd, &p, &dst);
+        struct io_stream *s = outbound_ss_stream(loop, fd, &p, &dst);
         size_t total = 8u << 20;
         double t0 = now_ms();
         drive_run2(&d, loop, s, total, 60, 1);
         double ms = now_ms() - t0;
-        outbound_stream_close(s, 0);
+        io_close(s, 0);
         print_message("  %s: %zu of %zu bytes echoed in %.0f ms, err %d, %d mismatched\n",
                       ciphers[c].name, d.got, total, ms, d.err, d.mismatch);
         assert_int_equal(d.err, 0);
@@ -1296,7 +1296,7 @@ test_interop_ss_server(void **state)
         fd = connect_to(port);
         s = outbound_ss_stream(loop, fd, &p, &named);
         drive_run2(&d, loop, s, 100000, 20, 1);
-        outbound_stream_close(s, 0);
+        io_close(s, 0);
         assert_int_equal(d.got, 100000);
         assert_int_equal(d.mismatch, 0);
 
@@ -1310,7 +1310,7 @@ test_interop_ss_server(void **state)
         fd = connect_to(port);
         s = outbound_ss_stream(loop, fd, &bad, &dst);
         drive_run2(&d, loop, s, 200000, 1.0, 1);
-        outbound_stream_close(s, 1);
+        io_close(s, 1);
         assert_int_equal(d.got, 0);
         assert_int_equal(d.err, 0);
         assert_int_equal(d.timeout, 1);

@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "outbound/stream.h"
+#include "io/io.h"
 #include "tls/tls.h"
 /* trust.c with its statics: the SAN walker is tested on its own too. */
 #include "../../../core/tls/trust.c"
@@ -250,13 +250,13 @@ ctx_for(const char *pem)
 
 struct hs {
     int done, err;
-    struct outbound_stream *s;
+    struct io_stream *s;
     char why[160];
     double ms;
 };
 
 static void
-on_hs(void *arg, struct outbound_stream *s, int err, const char *why)
+on_hs(void *arg, struct io_stream *s, int err, const char *why)
 {
     struct hs *r = arg;
     r->done = 1;
@@ -324,7 +324,7 @@ on_drain(void *arg)
 static int eagains; /* writes refused with EAGAIN, for the bulk test */
 
 static ssize_t
-exchange(struct ev_loop *loop, struct outbound_stream *s, const char *out, size_t len, char *in,
+exchange(struct ev_loop *loop, struct io_stream *s, const char *out, size_t len, char *in,
          size_t want, double timeout)
 {
     size_t sent = 0, got = 0;
@@ -332,7 +332,7 @@ exchange(struct ev_loop *loop, struct outbound_stream *s, const char *out, size_
     ev_io rio;
     ev_timer tmo;
     s->on_drain = on_drain;
-    s->drain_arg = &can_write;
+    s->arg = &can_write;
     ev_io_init(&rio, noop_io, s->fd, EV_READ);
     ev_io_start(loop, &rio);
     ev_timer_init(&tmo, on_timeout, timeout, 0);
@@ -340,7 +340,7 @@ exchange(struct ev_loop *loop, struct outbound_stream *s, const char *out, size_
     ev_timer_start(loop, &tmo);
     while ((sent < len || got < want) && !expired) {
         while (can_write && sent < len) {
-            ssize_t n = outbound_stream_write(s, out + sent, len - sent);
+            ssize_t n = io_write(s, out + sent, len - sent);
             if (n > 0) {
                 sent += (size_t)n;
             } else {
@@ -351,7 +351,7 @@ exchange(struct ev_loop *loop, struct outbound_stream *s, const char *out, size_
             }
         }
         for (;;) {
-            ssize_t n = outbound_stream_read(s, in + got, want - got);
+            ssize_t n = io_read(s, in + got, want - got);
             if (n > 0) {
                 got += (size_t)n;
                 if (got == want)
@@ -379,7 +379,7 @@ exchange(struct ev_loop *loop, struct outbound_stream *s, const char *out, size_
 
 /* "hello\n" comes back from s_server -rev as "olleh\n". */
 static void
-assert_echo(struct ev_loop *loop, struct outbound_stream *s)
+assert_echo(struct ev_loop *loop, struct io_stream *s)
 {
     char buf[16] = {0};
     assert_int_equal(exchange(loop, s, "hello\n", 6, buf, 6, 5.0), 6);
@@ -403,7 +403,7 @@ test_trusted_echo_and_alpn(void **state)
     assert_string_equal(r.s->ops->name, "tls");
     assert_null(tls_stream_alpn(r.s));
     assert_echo(loop, r.s);
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
 
     static const char *const alpn[] = {"h2", "http/1.1"};
     struct tls_client_opts oa = {.host = "localhost", .port = E.dns.port, .alpn = alpn, .nalpn = 2};
@@ -411,7 +411,7 @@ test_trusted_echo_and_alpn(void **state)
     assert_int_equal(r.err, 0);
     assert_string_equal(tls_stream_alpn(r.s), "h2");
     assert_echo(loop, r.s);
-    outbound_stream_close(r.s, 1);
+    io_close(r.s, 1);
 
     struct tls_stats st;
     tls_ctx_stats(t, &st);
@@ -445,7 +445,7 @@ test_bulk_backpressure(void **state)
     }
     eagains = 0;
     ssize_t got = exchange(loop, r.s, out, (size_t)LINE * LINES, in, (size_t)LINE * LINES, 20.0);
-    outbound_stream_close(r.s, 0); /* first: s_server serves one client at a time */
+    io_close(r.s, 0); /* first: s_server serves one client at a time */
     assert_int_equal(got, (ssize_t)LINE * LINES);
     assert_true(eagains > 0); /* the EV_WRITE watcher and on_drain did run */
     size_t bad = 0;
@@ -471,9 +471,9 @@ test_shutdown_keeps_the_answer(void **state)
     struct tls_client_opts o = {.host = "localhost", .port = E.dns.port};
     struct hs r = handshake(loop, t, E.dns.port, &o);
     assert_int_equal(r.err, 0);
-    assert_int_equal(outbound_stream_write(r.s, "hello\n", 6), 6);
+    assert_int_equal(io_write(r.s, "hello\n", 6), 6);
     assert_int_equal(r.s->ops->shutdown(r.s), 0);
-    assert_int_equal(outbound_stream_write(r.s, "x", 1), -1);
+    assert_int_equal(io_write(r.s, "x", 1), -1);
     assert_int_equal(errno, EPIPE);
     char buf[8] = {0};
     size_t got = 0;
@@ -486,7 +486,7 @@ test_shutdown_keeps_the_answer(void **state)
     ev_io_init(&rio, noop_io, r.s->fd, EV_READ);
     ev_io_start(loop, &rio);
     while (got < 6 && !expired) {
-        ssize_t n = outbound_stream_read(r.s, buf + got, 6 - got);
+        ssize_t n = io_read(r.s, buf + got, 6 - got);
         if (n > 0)
             got += (size_t)n;
         else if (n == 0 || errno != EAGAIN)
@@ -496,7 +496,7 @@ test_shutdown_keeps_the_answer(void **state)
     }
     ev_io_stop(loop, &rio);
     ev_timer_stop(loop, &tmo);
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
     assert_int_equal(got, 6);
     assert_memory_equal(buf, "olleh\n", 6);
     tls_ctx_free(t);
@@ -529,18 +529,18 @@ test_names_and_addresses(void **state)
     struct tls_client_opts sni_ok = {.host = "localhost", .sni = "x.test", .port = E.dns.port};
     struct hs r = handshake(loop, t, E.dns.port, &sni_ok);
     assert_int_equal(r.err, 0);
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
 
     /* IP literals: checked against iPAddress SANs by chute itself. */
     struct tls_client_opts ip = {.host = "127.0.0.1", .port = E.ip.port};
     r = handshake(loop, t, E.ip.port, &ip);
     assert_int_equal(r.err, 0);
     assert_echo(loop, r.s);
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
     struct tls_client_opts ip6 = {.host = "[::1]", .port = E.ip.port};
     r = handshake(loop, t, E.ip.port, &ip6);
     assert_int_equal(r.err, 0);
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
     struct tls_client_opts ip_other = {.host = "127.0.0.2", .port = E.ip.port};
     expect_failure(loop, t, E.ip.port, &ip_other, another);
     struct tls_client_opts ip_vs_dns = {.host = "127.0.0.1", .port = E.dns.port};
@@ -570,12 +570,12 @@ test_untrusted_and_skip_verify(void **state)
     struct hs r = handshake(loop, t, E.dns.port, &o);
     assert_int_equal(r.err, 0);
     assert_echo(loop, r.s); /* the key was extracted: ECDHE verified with it */
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
     /* No check at all: another name, or an IP, are fine too. */
     struct tls_client_opts ip = {.host = "127.0.0.9", .port = E.dns.port, .skip_verify = 1};
     r = handshake(loop, t, E.dns.port, &ip);
     assert_int_equal(r.err, 0);
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
     /* A session from an unchecked handshake never serves a checked one. */
     o.skip_verify = 0;
     expect_failure(loop, t, E.dns.port, &o, "tls: certificate not trusted");
@@ -616,7 +616,7 @@ test_resumption(void **state)
         assert_int_equal(r.err, 0);
         assert_int_equal(tls_stream_resumed(r.s), i > 0);
         assert_echo(loop, r.s);
-        outbound_stream_close(r.s, 0); /* close_notify: OpenSSL keeps the session */
+        io_close(r.s, 0); /* close_notify: OpenSSL keeps the session */
         if (i == 0)
             full = r.ms;
         else
@@ -627,7 +627,7 @@ test_resumption(void **state)
     struct hs r = handshake(loop, t, E.dns.port, &o2);
     assert_int_equal(r.err, 0);
     assert_int_equal(tls_stream_resumed(r.s), 0);
-    outbound_stream_close(r.s, 0);
+    io_close(r.s, 0);
     struct tls_stats st;
     tls_ctx_stats(t, &st);
     assert_int_equal(st.resumed, ROUNDS);
