@@ -40,7 +40,7 @@ install_routes(struct tun *t, const struct script_tun *cfg, uint32_t fwmark, cha
 {
     int fams[2] = {AF_INET, AF_INET6};
     for (int i = 0; i < 2; i++) {
-        struct script_cidr any = {.family = fams[i], .prefix = 0};
+        struct ip_cidr any = {.family = fams[i], .prefix = 0};
         int rc = tun_nl_route(t->ifindex, &any, TUN_TABLE);
         if (rc != 0 && fams[i] == AF_INET6 && rc == -EACCES)
             continue; /* IPv6 disabled on this machine */
