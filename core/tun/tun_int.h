@@ -4,7 +4,6 @@
 /* Private to core/tun. */
 
 #include "ip/ip.h"
-#include "script/script.h"
 #include "tun/tun.h"
 
 struct tun {
