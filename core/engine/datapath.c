@@ -109,13 +109,39 @@ on_lwip_timer(struct ev_loop *loop, ev_timer *w, int revents)
         tun_wq_flush(e->tun);
 }
 
+/* The bundle's tun = {...} as the device takes it, read once, when the TUN
+ * opens (chute_engine_run). A reload (engine_load) does not come here: the
+ * device, its addresses, MTU, batch, offload and routes stay as they opened
+ * until the engine stops, and so does the fwmark the capture rule lets
+ * through, even when the new bundle's outbound.fwmark differs. |o| points
+ * into |cfg|, which only has to outlive tun_open. */
+static void
+device_opts(const struct script_config *cfg, struct tun_opts *o)
+{
+    const struct script_tun *t = &cfg->tun;
+    *o = (struct tun_opts){
+        .addrs = t->addrs,
+        .num_addrs = t->num_addrs,
+        .mtu = t->mtu,
+        .batch = t->batch,
+        .offload = t->offload,
+        .auto_route = t->auto_route,
+        .exclude = t->exclude,
+        .num_exclude = t->num_exclude,
+        .fwmark = cfg->out_fwmark,
+    };
+    snprintf(o->name, sizeof(o->name), "%s", t->name);
+}
+
 int
 engine_tun_start(struct engine *e, char *err, size_t errlen)
 {
     const struct script_config *cfg = script_config(e->script);
     if (!cfg->tun.enabled)
         return 0;
-    e->tun = tun_open(&cfg->tun, cfg->out_fwmark, err, errlen);
+    struct tun_opts o;
+    device_opts(cfg, &o);
+    e->tun = tun_open(&o, err, errlen);
     if (e->tun == NULL)
         return -1;
     if (netstack_init(e, e->tun, tun_mtu(e->tun), err, errlen) != 0 ||

@@ -3,8 +3,9 @@
 
 /* Packet views for the TUN path: parse an IPv4/IPv6 packet with its TCP,
  * UDP or ICMP header into a view that points into the packet (no copy),
- * checksum helpers, and builders for the packets chute writes itself (UDP
- * replies, ICMP unreachable, echo replies). Sans-I/O, no allocation. */
+ * checksum helpers, builders for the packets chute writes itself (UDP
+ * replies, ICMP unreachable, echo replies), and address prefixes (CIDR).
+ * Sans-I/O, no allocation. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -70,5 +71,21 @@ size_t ip_build_unreach(uint8_t *out, size_t cap, const struct ip_view *orig, ui
  * sequence and data, addresses swapped). Returns the length, or 0 if |req|
  * is not an echo request or does not fit. */
 size_t ip_build_echo_reply(uint8_t *out, size_t cap, const struct ip_view *req);
+
+/* An address with a prefix length: an interface address with its network
+ * ("198.18.0.1/30") or a network ("10.0.0.0/8"), as configs spell them. */
+struct ip_cidr {
+    int family;       /* AF_INET or AF_INET6 */
+    uint8_t addr[16]; /* network order; v4: the first 4 bytes, the rest zero */
+    uint8_t prefix;   /* 0..32 (v4) or 0..128 (v6) */
+};
+
+/* Parses "IP/PREFIX" into |out|: an IPv4 dotted quad or an IPv6 address in
+ * the forms inet_pton takes, then a decimal prefix length up to 32 or 128.
+ * Without "/PREFIX" it is a host prefix (/32, /128). Host bits are kept as
+ * written ("198.18.0.1/30" stays .1): the TUN needs its own address, and
+ * matchers mask for themselves. Returns 0, or -1 when |text| is not such a
+ * prefix (|out| then holds nothing useful). */
+int ip_cidr_parse(const char *text, struct ip_cidr *out);
 
 #endif

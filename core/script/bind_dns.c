@@ -63,11 +63,11 @@ script_l_check_upstream(lua_State *L)
 int
 script_l_check_range(lua_State *L)
 {
-    struct script_cidr c;
+    struct ip_cidr c;
     const char *text = luaL_checkstring(L, 1);
     int want = (int)luaL_checkinteger(L, 2);
     int max = want == 4 ? 30 : 126, min = want == 4 ? 8 : 8;
-    if (script_parse_cidr(text, &c) != 0 || c.family != (want == 4 ? AF_INET : AF_INET6) ||
+    if (ip_cidr_parse(text, &c) != 0 || c.family != (want == 4 ? AF_INET : AF_INET6) ||
         c.prefix < min || c.prefix > max || strchr(text, '/') == NULL) {
         lua_pushfstring(L, "'%s' is not an IPv%d network with a /%d../%d prefix", text, want, min,
                         max);

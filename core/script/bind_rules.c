@@ -166,7 +166,7 @@ parse_cond(lua_State *L, struct cond *c, const char *where)
         c->ref = luaL_ref(L, LUA_REGISTRYINDEX);
     } else {
         const char *v = lua_tostring(L, -1);
-        struct script_cidr cidr;
+        struct ip_cidr cidr;
         char err[160];
         if (v == NULL || *v == '\0')
             luaL_error(L, "%s: %s needs a value", where, types[k].name);
@@ -182,7 +182,7 @@ parse_cond(lua_State *L, struct cond *c, const char *where)
             break;
         case C_CIDR:
         case C_SRC_CIDR:
-            if (script_parse_cidr(v, &cidr) != 0)
+            if (ip_cidr_parse(v, &cidr) != 0)
                 luaL_error(L, "%s: '%s' is not IP/PREFIX", where, v);
             c->family = cidr.family;
             memcpy(c->addr, cidr.addr, 16);

@@ -67,41 +67,13 @@ opt_number(lua_State *L, int t, const char *k, double def)
     return v;
 }
 
-int
-script_parse_cidr(const char *text, struct script_cidr *out)
-{
-    char host[64];
-    const char *slash = strchr(text, '/');
-    size_t hl = slash ? (size_t)(slash - text) : strlen(text);
-    if (hl == 0 || hl >= sizeof(host))
-        return -1;
-    memcpy(host, text, hl);
-    host[hl] = '\0';
-    memset(out, 0, sizeof(*out));
-    if (inet_pton(AF_INET, host, out->addr) == 1)
-        out->family = AF_INET;
-    else if (inet_pton(AF_INET6, host, out->addr) == 1)
-        out->family = AF_INET6;
-    else
-        return -1;
-    long max = out->family == AF_INET ? 32 : 128, prefix = max;
-    if (slash != NULL) {
-        char *end;
-        prefix = strtol(slash + 1, &end, 10);
-        if (slash[1] == '\0' || *end != '\0' || prefix < 0 || prefix > max)
-            return -1;
-    }
-    out->prefix = (uint8_t)prefix;
-    return 0;
-}
-
 /* Reads a validated list of CIDR strings at the top of the stack. */
 static size_t
-read_cidrs(lua_State *L, struct script_cidr *out, size_t max)
+read_cidrs(lua_State *L, struct ip_cidr *out, size_t max)
 {
     size_t n = 0;
     for (lua_Integer i = 1; n < max && lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
-        script_parse_cidr(lua_tostring(L, -1), &out[n++]);
+        ip_cidr_parse(lua_tostring(L, -1), &out[n++]);
         lua_pop(L, 1);
     }
     lua_pop(L, 1);

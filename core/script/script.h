@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "flow/flow.h"
+#include "ip/ip.h"
 
 struct script;
 struct outbound_set;
@@ -23,25 +24,19 @@ struct script_listener {
     char **users;       /* num_users pairs: users[2i] name, users[2i+1] password */
 };
 
-struct script_cidr {
-    int family;          /* AF_INET or AF_INET6 */
-    uint8_t addr[16];
-    uint8_t prefix;
-};
-
 #define SCRIPT_TUN_MAX_ADDRS 4
 
 /* tun = { ... }: capture a machine's traffic on a TUN device. */
 struct script_tun {
     int enabled;
     char name[16];
-    struct script_cidr addrs[SCRIPT_TUN_MAX_ADDRS];
+    struct ip_cidr addrs[SCRIPT_TUN_MAX_ADDRS];
     size_t num_addrs;
     int mtu;                  /* 0: leave the device's MTU */
     int batch;                /* packets per read batch */
     int auto_route;           /* route everything through the TUN (policy routing) */
     int offload;              /* TCP segmentation offload (IFF_VNET_HDR), default on */
-    struct script_cidr *exclude;
+    struct ip_cidr *exclude;
     size_t num_exclude;
 };
 
@@ -119,8 +114,5 @@ int script_policy_lookup(const struct script *s, const char *name);
 const char *script_policy_name(const struct script *s, int policy);
 /* The bundle's proxies and groups (NULL before the load finished). */
 struct outbound_set *script_outbound_set(const struct script *s);
-
-/* Parses "IP/PREFIX" (prefix optional: a host route). Returns 0 or -1. */
-int script_parse_cidr(const char *text, struct script_cidr *out);
 
 #endif

@@ -74,9 +74,9 @@ l_check_address(lua_State *L)
 static int
 l_check_cidr(lua_State *L)
 {
-    struct script_cidr c;
+    struct ip_cidr c;
     const char *text = luaL_checkstring(L, 1);
-    if (script_parse_cidr(text, &c) != 0) {
+    if (ip_cidr_parse(text, &c) != 0) {
         lua_pushfstring(L, "'%s' is not IP/PREFIX (\"198.18.0.1/30\", \"fd00::1/126\")", text);
         return 1;
     }

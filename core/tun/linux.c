@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "log/log.h"
-#include "script/script.h"
 #include "tun/netlink.h"
 #include "tun/tun_int.h"
 
@@ -35,12 +34,11 @@ ifreq_ioctl(int req, struct ifreq *ifr)
 }
 
 static int
-install_routes(struct tun *t, const struct script_tun *cfg, uint32_t fwmark, char *err,
-               size_t errlen)
+install_routes(struct tun *t, const struct tun_opts *o, char *err, size_t errlen)
 {
     int fams[2] = {AF_INET, AF_INET6};
     for (int i = 0; i < 2; i++) {
-        struct script_cidr any = {.family = fams[i], .prefix = 0};
+        struct ip_cidr any = {.family = fams[i], .prefix = 0};
         int rc = tun_nl_route(t->ifindex, &any, TUN_TABLE);
         if (rc != 0 && fams[i] == AF_INET6 && rc == -EACCES)
             continue; /* IPv6 disabled on this machine */
@@ -49,26 +47,26 @@ install_routes(struct tun *t, const struct script_tun *cfg, uint32_t fwmark, cha
                      strerror(-rc));
             return -1;
         }
-        for (size_t k = 0; k < cfg->num_exclude; k++) {
-            if (cfg->exclude[k].family != fams[i])
+        for (size_t k = 0; k < o->num_exclude; k++) {
+            if (o->exclude[k].family != fams[i])
                 continue;
-            tun_nl_rule(0, fams[i], PRIO_EXCLUDE, &cfg->exclude[k], RT_MAIN, 0);
-            if ((rc = tun_nl_rule(1, fams[i], PRIO_EXCLUDE, &cfg->exclude[k], RT_MAIN, 0)) != 0) {
+            tun_nl_rule(0, fams[i], PRIO_EXCLUDE, &o->exclude[k], RT_MAIN, 0);
+            if ((rc = tun_nl_rule(1, fams[i], PRIO_EXCLUDE, &o->exclude[k], RT_MAIN, 0)) != 0) {
                 snprintf(err, errlen, "tun %s: exclude rule: %s", t->name, strerror(-rc));
                 return -1;
             }
         }
         /* A stale rule from a run that did not clean up is replaced. */
-        tun_nl_rule(0, fams[i], PRIO_CAPTURE, NULL, TUN_TABLE, fwmark);
-        if ((rc = tun_nl_rule(1, fams[i], PRIO_CAPTURE, NULL, TUN_TABLE, fwmark)) != 0) {
+        tun_nl_rule(0, fams[i], PRIO_CAPTURE, NULL, TUN_TABLE, o->fwmark);
+        if ((rc = tun_nl_rule(1, fams[i], PRIO_CAPTURE, NULL, TUN_TABLE, o->fwmark)) != 0) {
             snprintf(err, errlen, "tun %s: capture rule: %s", t->name, strerror(-rc));
             return -1;
         }
     }
     t->routed = 1;
-    t->fwmark = fwmark;
+    t->fwmark = o->fwmark;
     LOG_INFO("tun %s: auto_route on (table %d, upstream fwmark 0x%x, %zu excluded)", t->name,
-             TUN_TABLE, fwmark, cfg->num_exclude);
+             TUN_TABLE, o->fwmark, o->num_exclude);
     return 0;
 }
 
@@ -85,7 +83,7 @@ remove_routes(struct tun *t)
 }
 
 struct tun *
-tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen)
+tun_open(const struct tun_opts *o, char *err, size_t errlen)
 {
     struct tun *t = calloc(1, sizeof(*t));
     if (t == NULL) {
@@ -98,16 +96,16 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
         goto fail;
     }
     struct ifreq ifr = {0};
-    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (cfg->offload ? IFF_VNET_HDR : 0);
-    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", cfg->name);
+    ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (o->offload ? IFF_VNET_HDR : 0);
+    snprintf(ifr.ifr_name, IFNAMSIZ, "%s", o->name);
     if (ioctl(t->fd, TUNSETIFF, &ifr) != 0) {
-        snprintf(err, errlen, "tun %s: TUNSETIFF: %s%s", cfg->name, strerror(errno),
+        snprintf(err, errlen, "tun %s: TUNSETIFF: %s%s", o->name, strerror(errno),
                  errno == EPERM ? " (needs CAP_NET_ADMIN: run as root)" : "");
         goto fail;
     }
     snprintf(t->name, sizeof(t->name), "%s", ifr.ifr_name);
     int rc;
-    if (cfg->offload) {
+    if (o->offload) {
         /* TCP segmentation offload both ways: the kernel hands chute 64 KiB
          * TCP packets instead of MTU-sized ones, and takes them back, which
          * is what gets past one-syscall-per-packet at MTU 1500. */
@@ -120,10 +118,10 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
         }
         t->vnet = 1;
     }
-    if (cfg->mtu > 0) {
-        ifr.ifr_mtu = cfg->mtu;
+    if (o->mtu > 0) {
+        ifr.ifr_mtu = o->mtu;
         if ((rc = ifreq_ioctl(SIOCSIFMTU, &ifr)) != 0) {
-            snprintf(err, errlen, "tun %s: mtu %d: %s", t->name, cfg->mtu, strerror(-rc));
+            snprintf(err, errlen, "tun %s: mtu %d: %s", t->name, o->mtu, strerror(-rc));
             goto fail;
         }
     }
@@ -133,8 +131,8 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
         goto fail;
     }
     t->ifindex = ifr.ifr_ifindex;
-    for (size_t i = 0; i < cfg->num_addrs; i++) {
-        if ((rc = tun_nl_addr(t->ifindex, &cfg->addrs[i])) != 0) {
+    for (size_t i = 0; i < o->num_addrs; i++) {
+        if ((rc = tun_nl_addr(t->ifindex, &o->addrs[i])) != 0) {
             snprintf(err, errlen, "tun %s: address %zu: %s", t->name, i + 1, strerror(-rc));
             goto fail;
         }
@@ -153,18 +151,18 @@ tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen
         snprintf(err, errlen, "tun %s: up: %s", t->name, strerror(-rc));
         goto fail;
     }
-    if (tun_io_init(t, cfg->batch) != 0) {
+    if (tun_io_init(t, o->batch) != 0) {
         snprintf(err, errlen, "tun %s: out of memory for buffers", t->name);
         goto fail;
     }
-    if (cfg->num_exclude > 0) {
-        t->exclude = malloc(cfg->num_exclude * sizeof(*t->exclude));
+    if (o->num_exclude > 0) {
+        t->exclude = malloc(o->num_exclude * sizeof(*t->exclude));
         if (t->exclude != NULL) {
-            memcpy(t->exclude, cfg->exclude, cfg->num_exclude * sizeof(*t->exclude));
-            t->num_exclude = cfg->num_exclude;
+            memcpy(t->exclude, o->exclude, o->num_exclude * sizeof(*t->exclude));
+            t->num_exclude = o->num_exclude;
         }
     }
-    if (cfg->auto_route && install_routes(t, cfg, fwmark, err, errlen) != 0) {
+    if (o->auto_route && install_routes(t, o, err, errlen) != 0) {
         remove_routes(t);
         goto fail;
     }

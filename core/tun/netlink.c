@@ -68,7 +68,7 @@ addr_len(int family)
 }
 
 int
-tun_nl_addr(int ifindex, const struct script_cidr *a)
+tun_nl_addr(int ifindex, const struct ip_cidr *a)
 {
     struct req r = {0};
     r.h.nlmsg_type = RTM_NEWADDR;
@@ -86,7 +86,7 @@ tun_nl_addr(int ifindex, const struct script_cidr *a)
 }
 
 int
-tun_nl_route(int ifindex, const struct script_cidr *dst, uint32_t table)
+tun_nl_route(int ifindex, const struct ip_cidr *dst, uint32_t table)
 {
     struct req r = {0};
     r.h.nlmsg_type = RTM_NEWROUTE;
@@ -107,7 +107,7 @@ tun_nl_route(int ifindex, const struct script_cidr *dst, uint32_t table)
 }
 
 int
-tun_nl_rule(int add, int family, uint32_t prio, const struct script_cidr *dst, uint32_t table,
+tun_nl_rule(int add, int family, uint32_t prio, const struct ip_cidr *dst, uint32_t table,
             uint32_t fwmark)
 {
     struct req r = {0};

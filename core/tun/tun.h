@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct script_tun;
+struct ip_cidr;
 struct tun;
 
 #define TUN_BATCH_MAX 256
@@ -43,12 +43,30 @@ struct tun_stats {
     uint64_t gso_in, gso_out;    /* offloaded packets read / written (several segments each) */
 };
 
-/* Opens the device named in |cfg| (created if missing, attached if it
- * exists), sets its MTU and addresses when |cfg| has them, brings it up, and
+/* What tun_open sets up. Zeroed fields leave the device as it is: no
+ * addresses, its own MTU, no routes, no offload. The caller owns it and its
+ * arrays; tun_open copies what it needs later (the excluded prefixes, whose
+ * rules tun_close removes) and does not refer to them after it returns. */
+struct tun_opts {
+    char name[16];                 /* the device: created if missing, attached if not */
+    const struct ip_cidr *addrs;   /* addresses for the device (its own, with the prefix) */
+    size_t num_addrs;
+    int mtu;                       /* 0: leave the device's MTU */
+    int batch;                     /* packets per read, clamped to 1..TUN_BATCH_MAX */
+    int offload;                   /* TCP segmentation offload (IFF_VNET_HDR) */
+    int auto_route;                /* policy routes that send everything else through it */
+    const struct ip_cidr *exclude; /* with auto_route: prefixes left to the main table */
+    size_t num_exclude;
+    uint32_t fwmark;               /* with auto_route: packets with this mark (chute's
+                                    * upstream sockets) skip the TUN; 0 none */
+};
+
+/* Opens the device named in |o| (created if missing, attached if it
+ * exists), sets its MTU and addresses when |o| has them, brings it up, and
  * with auto_route installs the policy routes that send everything else
- * through it (upstream sockets carrying |fwmark| skip them). Needs
- * CAP_NET_ADMIN. Returns NULL with |err| saying what failed. */
-struct tun *tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen);
+ * through it. Needs CAP_NET_ADMIN. Returns NULL with |err| saying what
+ * failed. */
+struct tun *tun_open(const struct tun_opts *o, char *err, size_t errlen);
 /* Wraps a TUN file descriptor that someone else opened and configured (a
  * host app's, a test's), non-blocking, carrying bare IP packets; chute
  * neither configures nor closes it. */

@@ -3,7 +3,7 @@
 
 /* Private to core/tun. */
 
-#include "script/script.h"
+#include "ip/ip.h"
 #include "tun/tun.h"
 
 struct tun {
@@ -17,7 +17,7 @@ struct tun {
     int vnet;       /* IFF_VNET_HDR: every packet has a virtio_net_hdr in front */
     size_t maxpkt;  /* the largest packet read or written: MTU, or 64 KiB with offload */
     uint32_t fwmark;
-    struct script_cidr *exclude;
+    struct ip_cidr *exclude;
     size_t num_exclude;
     /* Read side: |batch| buffers of |bufsize| bytes, |stride| apart. */
     uint8_t *rbuf;

@@ -400,14 +400,14 @@ endpoint_open(struct endpoint *ep, int v6, int type, int listening)
 
 /* tun_open as datapath.c sees it: the engine's end of the socketpair. */
 struct tun *
-datapath_fuzz_tun_open(const struct script_tun *cfg, uint32_t fwmark, char *err, size_t errlen)
+datapath_fuzz_tun_open(const struct tun_opts *o, char *err, size_t errlen)
 {
-    struct tun *t = tun_attach_fd(h.tun_fd, cfg->mtu, cfg->batch);
+    struct tun *t = tun_attach_fd(h.tun_fd, o->mtu, o->batch);
     if (t != NULL && h.offload) {
         /* What tun_open() does after TUNSETOFFLOAD: buffers for 64 KiB. */
         tun_io_fini(t);
         t->vnet = 1;
-        if (tun_io_init(t, cfg->batch) != 0) {
+        if (tun_io_init(t, o->batch) != 0) {
             tun_close(t);
             t = NULL;
         }
