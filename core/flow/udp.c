@@ -168,7 +168,6 @@ static void
 on_ready(void *arg, struct outbound_udp *u, const char *why)
 {
     struct entry *x = arg;
-    struct ev_loop *loop = x->t->e->loop;
     if (u == NULL) {
         char dst[300];
         flow_addr_format(&x->flow.dst, dst, sizeof(dst));
