@@ -144,8 +144,8 @@ engine_tun_start(struct engine *e, char *err, size_t errlen)
     e->tun = tun_open(&o, err, errlen);
     if (e->tun == NULL)
         return -1;
-    if (netstack_init(e, e->tun, tun_mtu(e->tun), err, errlen) != 0 ||
-        (e->udp = flow_udp_new(e)) == NULL) {
+    if (netstack_init(&e->fenv, e->tun, tun_mtu(e->tun), err, errlen) != 0 ||
+        (e->udp = flow_udp_new(&e->fenv, e->tun)) == NULL) {
         if (e->udp == NULL && err[0] == '\0')
             snprintf(err, errlen, "out of memory");
         engine_tun_stop(e);

@@ -70,6 +70,25 @@ engine_stats_publish(struct engine *e)
 }
 
 static void name_policy(struct engine *e, struct flow *f);
+
+/* The flow environment's calls (engine.h: struct flow_env). */
+static void
+env_decide(void *ud, struct flow *f)
+{
+    engine_route(ud, f);
+}
+
+static int
+env_name(void *ud, struct flow *f)
+{
+    return engine_flow_name(ud, f);
+}
+
+static int
+env_dns_tcp(void *ud, struct flow *f)
+{
+    return engine_dns_tcp(ud, f);
+}
 static void route(struct engine *e, struct flow *f);
 
 void
@@ -229,6 +248,13 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     e->script = s;
     e->rule_version++;
     const struct script_config *cfg = script_config(s);
+    /* Running flows take the new timeouts at their next check. */
+    e->fopts = (struct flow_opts){.connect_timeout = cfg->connect_timeout,
+                                  .idle_timeout = cfg->idle_timeout,
+                                  .udp_timeout = cfg->udp_timeout};
+    /* New handshakes check the new credentials (they live in the script). */
+    e->users[0] = (struct inbound_users){cfg->socks.num_users, cfg->socks.users};
+    e->users[1] = (struct inbound_users){cfg->http.num_users, cfg->http.users};
     snprintf(e->out.interface, sizeof(e->out.interface), "%s", cfg->out_interface);
     e->out.fwmark = cfg->out_fwmark;
     e->local = e->out;
@@ -283,6 +309,9 @@ chute_engine_new(chute_engine **out, const struct chute_options *opts)
     ce->handle_signals = opts != NULL && opts->handle_signals;
     e->loop = ev_loop_new(EVFLAG_AUTO);
     e->flows = flow_table_new();
+    e->fenv = (struct flow_env){.loop = e->loop, .flows = e->flows, .out = &e->out,
+                                .local = &e->local, .opts = &e->fopts, .name = env_name,
+                                .decide = env_decide, .dns_tcp = env_dns_tcp, .ud = e};
     if (e->loop == NULL || e->flows == NULL)
         goto fail;
     struct dns_resolver_opts dopts;
@@ -369,6 +398,16 @@ on_publish(struct ev_loop *loop, ev_timer *w, int revents)
     engine_stats_publish(&CONTAINER(w, struct chute_engine, publish)->e);
 }
 
+/* A listener's options from the bundle's listen = {...}; |users| is the
+ * engine's table that each load rewrites. */
+static struct inbound_opts
+listener_opts(const struct script_listener *l, const struct inbound_users *users)
+{
+    struct inbound_opts o = {.addrlen = l->addrlen, .text = l->text, .users = users};
+    o.addr = l->addr;
+    return o;
+}
+
 int
 chute_engine_run(chute_engine *ce, char *err, size_t errlen)
 {
@@ -390,11 +429,13 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
     }
     /* splice(2) to a closed socket raises SIGPIPE; EPIPE is handled. */
     signal(SIGPIPE, SIG_IGN);
+    struct inbound_opts so = listener_opts(&cfg->socks, &e->users[0]);
+    struct inbound_opts ho = listener_opts(&cfg->http, &e->users[1]);
     if (cfg->socks.enabled &&
-        (e->socks = inbound_listen(e, FLOW_IN_SOCKS, &cfg->socks, err, errlen)) == NULL)
+        (e->socks = inbound_listen(&e->fenv, FLOW_IN_SOCKS, &so, err, errlen)) == NULL)
         return CHUTE_ERR_SYSTEM;
     if (cfg->http.enabled &&
-        (e->http = inbound_listen(e, FLOW_IN_HTTP, &cfg->http, err, errlen)) == NULL) {
+        (e->http = inbound_listen(&e->fenv, FLOW_IN_HTTP, &ho, err, errlen)) == NULL) {
         inbound_close(e->socks);
         e->socks = NULL;
         return CHUTE_ERR_SYSTEM;

@@ -2,13 +2,16 @@
 #define CHUTE_ENGINE_ENGINE_H
 
 /* The engine object behind include/chute/chute.h: one libev loop that owns
- * every listener, flow and script. Folders reach the engine through these
- * fields; only the loop thread touches them. */
+ * every listener, flow and script. Private to engine/: the folders below get
+ * what they need injected (struct flow_env, their own options); only the
+ * loop thread touches it. */
 
 #include <ev.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "flow/flow.h"
+#include "inbound/inbound.h"
 #include "outbound/outbound.h"
 
 struct script;
@@ -45,6 +48,9 @@ struct engine {
     struct tun *tun;             /* NULL unless the bundle has tun = {...} */
     struct flow_udp_table *udp;
     struct engine_dp_stats dp;
+    struct flow_opts fopts;  /* the current bundle's, rewritten by each load */
+    struct flow_env fenv;    /* what netstack, flow/udp.c and the listeners are given */
+    struct inbound_users users[2]; /* socks, http: the current bundle's credentials */
     uint32_t rule_version;   /* bumped by every reload */
     uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
     uint64_t dcache_hits_before;

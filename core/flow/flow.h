@@ -6,6 +6,7 @@
  * live flows and the totals of closed ones; the inbound that accepted a flow
  * owns its sockets. */
 
+#include <ev.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -45,6 +46,37 @@ struct flow {
 #define FLOW_READ_UNCACHEABLE 0x01
 /* route() asked for the host of a flow that had none: worth sniffing. */
 #define FLOW_READ_HOST 0x02
+
+/* What the paths that accept flows (the TUN's TCP in netstack and its UDP
+ * NAT in flow/udp.c, the SOCKS5 and HTTP listeners) need from the engine,
+ * injected once by it: nothing below engine/ reaches up. */
+struct flow_opts {
+    double connect_timeout; /* seconds an upstream open may take */
+    double idle_timeout;    /* TCP: seconds with no byte moved */
+    double udp_timeout;     /* UDP: seconds a NAT entry lives unused */
+};
+
+struct outbound_env;
+
+struct flow_env {
+    struct ev_loop *loop;
+    struct flow_table *flows;
+    const struct outbound_env *out;   /* upstreams */
+    const struct outbound_env *local; /* chute's own listeners (its DNS server) */
+    /* The engine's; rewritten in place by a reload, so a running flow takes
+     * the new timeouts at its next check. */
+    const struct flow_opts *opts;
+    /* Names a new flow's destination: a fake IP becomes its name; 0, or -1
+     * for a fake IP with no name behind it (refuse the flow). */
+    int (*name)(void *ud, struct flow *f);
+    /* Decides |f|'s policy (the decision cache, else the script's route())
+     * and names the policy. */
+    void (*decide)(void *ud, struct flow *f);
+    /* 1 when chute's DNS server takes this TCP flow (TCP/53): |f|'s
+     * destination is then its listener, opened DIRECT through |local|. */
+    int (*dns_tcp)(void *ud, struct flow *f);
+    void *ud;
+};
 
 struct flow_table_stats {
     uint64_t active;

@@ -5,13 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "log/log.h"
+#include "outbound/outbound.h"
 #include "flow/flow.h"
 #include "flow/hash.h"
 #include "flow/udp.h"
 #include "ip/ip.h"
-#include "script/script.h"
 #include "tun/tun.h"
 
 /* Replies read per wake-up before other work gets a turn. */
@@ -38,7 +37,8 @@ struct entry {
 };
 
 struct flow_udp_table {
-    struct engine *e;
+    const struct flow_env *env; /* the engine's, injected */
+    struct tun *tun;
     struct flow_hash *h;
     struct entry all; /* sentinel */
     struct flow_udp_stats st;
@@ -51,7 +51,7 @@ static void
 entry_free(struct entry *x, const char *reason)
 {
     struct flow_udp_table *t = x->t;
-    struct ev_loop *loop = t->e->loop;
+    struct ev_loop *loop = t->env->loop;
     ev_timer_stop(loop, &x->idle);
     outbound_udp_close(x->u);
     while (x->held != NULL) {
@@ -60,7 +60,7 @@ entry_free(struct entry *x, const char *reason)
         free(h);
     }
     flow_hash_remove(t->h, &x->node);
-    flow_table_remove(t->e->flows, &x->flow, ev_now(loop), reason);
+    flow_table_remove(t->env->flows, &x->flow, ev_now(loop), reason);
     x->prev->next = x->next;
     x->next->prev = x->prev;
     t->st.active--;
@@ -100,10 +100,10 @@ refused_upstream(struct entry *x)
     struct ip_view v;
     if (ip_view_parse(&v, orig, ihl + 8) != IP_OK)
         return;
-    uint8_t *slot = tun_wq_reserve(x->t->e->tun, 128);
+    uint8_t *slot = tun_wq_reserve(x->t->tun, 128);
     size_t len = slot ? ip_build_unreach(slot, 128, &v, 3, 4) : 0;
     if (len > 0)
-        tun_wq_commit(x->t->e->tun, len);
+        tun_wq_commit(x->t->tun, len);
 }
 
 /* Upstream replies become IP packets from the original destination back to
@@ -113,8 +113,8 @@ on_reply(void *arg)
 {
     struct entry *x = arg;
     struct flow_udp_table *t = x->t;
-    struct ev_loop *loop = t->e->loop;
-    struct tun *tun = t->e->tun;
+    struct ev_loop *loop = t->env->loop;
+    struct tun *tun = t->tun;
     const struct flow_key *k = &x->node.key;
     size_t hdr = k->version == 4 ? 28 : 48;
     for (int i = 0; i < READ_BURST; i++) {
@@ -152,7 +152,7 @@ static void
 on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct entry *x = w->data;
-    double left = x->last + script_config(x->t->e->script)->udp_timeout - ev_now(loop);
+    double left = x->last + x->t->env->opts->udp_timeout - ev_now(loop);
     if (left <= 0) {
         entry_free(x, "idle");
         return;
@@ -233,7 +233,7 @@ send_up(struct entry *x, const uint8_t *p, size_t len)
         x->t->st.dropped++; /* EAGAIN or an ICMP error on the socket: UDP may lose */
         return 0;
     }
-    x->last = ev_now(x->t->e->loop);
+    x->last = ev_now(x->t->env->loop);
     x->flow.bytes_up += (uint64_t)n;
     return 0;
 }
@@ -242,7 +242,7 @@ static struct entry *
 entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_key *k,
           uint32_t hash)
 {
-    struct engine *e = t->e;
+    const struct flow_env *e = t->env;
     struct entry *x = calloc(1, sizeof(*x));
     if (x == NULL)
         return NULL;
@@ -266,18 +266,18 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_k
     flow_table_add(e->flows, &x->flow, x->last);
     ev_init(&x->idle, on_idle);
     x->idle.data = x;
-    x->idle.repeat = script_config(e->script)->udp_timeout;
+    x->idle.repeat = e->opts->udp_timeout;
     ev_timer_again(e->loop, &x->idle);
 
-    if (engine_flow_name(e, &x->flow) != 0) {
+    if (e->name(e->ud, &x->flow) != 0) {
         x->flow.policy = FLOW_POLICY_REJECT; /* a fake IP with no name behind it */
         x->flow.rule = "fake IP without a name";
         return x;
     }
-    engine_route(e, &x->flow);
+    e->decide(e->ud, &x->flow);
     if (x->flow.policy == FLOW_POLICY_REJECT)
         return x; /* kept, so the rest of its datagrams are refused at once */
-    x->u = outbound_udp_open(&e->out, x->flow.policy, &x->flow.dst, on_ready, x);
+    x->u = outbound_udp_open(e->out, x->flow.policy, &x->flow.dst, on_ready, x);
     return x;
 }
 
@@ -285,10 +285,10 @@ static void
 refuse(struct flow_udp_table *t, const struct ip_view *v)
 {
     size_t cap = v->version == 4 ? 576 : 1280;
-    uint8_t *slot = tun_wq_reserve(t->e->tun, cap);
+    uint8_t *slot = tun_wq_reserve(t->tun, cap);
     size_t len = slot ? ip_build_unreach(slot, cap, v, 3, 4) : 0; /* port unreachable */
     if (len > 0)
-        tun_wq_commit(t->e->tun, len);
+        tun_wq_commit(t->tun, len);
     t->st.rejected++;
 }
 
@@ -322,7 +322,7 @@ flow_udp_input(struct flow_udp_table *t, const struct ip_view *v)
 }
 
 struct flow_udp_table *
-flow_udp_new(struct engine *e)
+flow_udp_new(const struct flow_env *env, struct tun *tun)
 {
     struct flow_udp_table *t = calloc(1, sizeof(*t));
     if (t == NULL)
@@ -332,7 +332,8 @@ flow_udp_new(struct engine *e)
         free(t);
         return NULL;
     }
-    t->e = e;
+    t->env = env;
+    t->tun = tun;
     t->all.prev = t->all.next = &t->all;
     return t;
 }

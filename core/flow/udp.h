@@ -9,7 +9,8 @@
 
 #include <stdint.h>
 
-struct engine;
+struct flow_env;
+struct tun;
 struct ip_view;
 struct flow_udp_table;
 
@@ -19,7 +20,8 @@ struct flow_udp_stats {
     uint64_t rejected;  /* answered with ICMP unreachable */
 };
 
-struct flow_udp_table *flow_udp_new(struct engine *e);
+/* Datagrams go through |env| (kept) and replies to |tun|'s write queue. */
+struct flow_udp_table *flow_udp_new(const struct flow_env *env, struct tun *tun);
 /* Closes every entry and frees the table. */
 void flow_udp_free(struct flow_udp_table *t);
 

@@ -4,13 +4,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "log/log.h"
+#include "outbound/outbound.h"
 #include "flow/relay.h"
 #include "io/io.h"
 #include "http/http.h"
 #include "inbound/inbound.h"
-#include "script/script.h"
 
 /* One HTTP proxy client. CONNECT becomes a spliced tunnel. An absolute-form
  * request ("GET http://host/path") is forwarded in origin form over an
@@ -70,16 +69,16 @@ struct conn {
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-static struct engine *
-engine_of(struct conn *c)
+static const struct flow_env *
+env_of(struct conn *c)
 {
-    return inbound_engine(c->base._l);
+    return inbound_env(c->base._l);
 }
 
 static void
 end_flow(struct conn *c, const char *reason)
 {
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     if (c->up >= 0) {
         io_close(c->us, 0);
         c->us = NULL;
@@ -94,7 +93,7 @@ end_flow(struct conn *c, const char *reason)
 static void
 conn_free(struct conn *c, const char *reason)
 {
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     ev_io_stop(e->loop, &c->crd);
     ev_io_stop(e->loop, &c->cwr);
     ev_timer_stop(e->loop, &c->timer);
@@ -332,7 +331,7 @@ static void
 on_connected(void *arg, const struct outbound_result *r)
 {
     struct conn *c = arg;
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     c->oc = NULL;
     if (r->err != 0) {
         flow_log_connect_failed(&c->flow, r->why);
@@ -376,7 +375,7 @@ on_connected(void *arg, const struct outbound_result *r)
 static int
 on_request(struct conn *c, const struct http_request *req, size_t n)
 {
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     int connect = mem_slice_ieq(req->method, "CONNECT");
     struct mem_slice host, path;
     uint16_t port;
@@ -430,12 +429,12 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
     c->flow.dst = dst;
     flow_table_add(e->flows, &c->flow, ev_now(e->loop));
     c->flow_added = 1;
-    if (engine_flow_name(e, &c->flow) != 0) { /* a fake IP whose name is gone */
+    if (e->name(e->ud, &c->flow) != 0) { /* a fake IP whose name is gone */
         fail(c, 502, "Bad Gateway", NULL);
         return -1;
     }
     dst = c->flow.dst;
-    engine_route(e, &c->flow);
+    e->decide(e->ud, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT) {
         fail(c, 403, "Forbidden", NULL);
         return -1;
@@ -445,7 +444,7 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
         c->head = NULL;
     }
     c->state = CONNECTING;
-    c->oc = outbound_open(&e->out, c->flow.policy, &dst, script_config(e->script)->connect_timeout,
+    c->oc = outbound_open(e->out, c->flow.policy, &dst, e->opts->connect_timeout,
                       on_connected, c);
     if (c->oc == NULL) {
         fail(c, 502, "Bad Gateway", NULL);
@@ -581,7 +580,7 @@ resp_step(struct conn *c)
 static void
 apply_watchers(struct conn *c)
 {
-    struct ev_loop *loop = engine_of(c)->loop;
+    struct ev_loop *loop = env_of(c)->loop;
     ev_io *ws[2] = {&c->crd, &c->cwr};
     int want[2] = {c->want_crd, c->want_cwr};
     for (int i = 0; i < 2; i++) {
@@ -601,7 +600,7 @@ apply_watchers(struct conn *c)
 static int
 step(struct conn *c)
 {
-    c->last = ev_now(engine_of(c)->loop);
+    c->last = ev_now(env_of(c)->loop);
     for (int round = 0; round < 64; round++) {
         c->want_crd = c->want_cwr = c->want_urd = c->want_uwr = 0;
         int moved;
@@ -647,7 +646,7 @@ step(struct conn *c)
      * event would wake this one (say, its peers went quiet with bytes still
      * queued here). conn_free's ev_io_stop clears a fed event. */
     apply_watchers(c);
-    ev_feed_event(engine_of(c)->loop, &c->crd, EV_READ);
+    ev_feed_event(env_of(c)->loop, &c->crd, EV_READ);
     return 0;
 }
 
@@ -661,7 +660,7 @@ static void
 on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct conn *c = CONTAINER(w, struct conn, timer);
-    double idle = script_config(engine_of(c)->script)->idle_timeout;
+    double idle = env_of(c)->opts->idle_timeout;
     double left = c->last + idle - ev_now(loop);
     if (c->state == TUNNEL || c->state == CONNECTING)
         left = idle;
@@ -676,7 +675,7 @@ on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 void
 inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer)
 {
-    struct engine *e = inbound_engine(l);
+    const struct flow_env *e = inbound_env(l);
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         close(fd);
@@ -693,7 +692,7 @@ inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_st
     ev_io_init(&c->cwr, on_io, fd, EV_WRITE);
     c->crd.data = c->cwr.data = c;
     c->last = ev_now(e->loop);
-    ev_timer_init(&c->timer, on_timer, 0, script_config(e->script)->idle_timeout);
+    ev_timer_init(&c->timer, on_timer, 0, e->opts->idle_timeout);
     ev_timer_again(e->loop, &c->timer);
     ev_io_start(e->loop, &c->crd);
 }

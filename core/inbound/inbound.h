@@ -8,9 +8,23 @@
 
 #include "flow/flow.h"
 
-struct engine;
-struct script_listener;
 struct inbound_listener;
+
+/* SOCKS5 (RFC 1929) / HTTP Basic credentials: |n| pairs, users[2i] the
+ * name, users[2i+1] the password; n == 0: no auth. */
+struct inbound_users {
+    size_t n;
+    char *const *users;
+};
+
+struct inbound_opts {
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    const char *text; /* the address as written, for logs (read during the call) */
+    /* The engine's, rewritten in place by a reload: new handshakes use the
+     * new table. */
+    const struct inbound_users *users;
+};
 
 /* Shared head of every accepted connection: the listener keeps them in a
  * list so shutdown can close them all. */
@@ -22,14 +36,14 @@ struct inbound_conn {
 
 /* Opens a listener of |kind| (FLOW_IN_SOCKS or FLOW_IN_HTTP) on the address
  * in |cfg|. Returns NULL with |err| naming the address and the reason. */
-struct inbound_listener *inbound_listen(struct engine *e, enum flow_inbound kind,
-                                        const struct script_listener *cfg, char *err,
-                                        size_t errlen);
+/* Accepted flows go through |env| (kept: it must outlive the listener). */
+struct inbound_listener *inbound_listen(const struct flow_env *env, enum flow_inbound kind,
+                                        const struct inbound_opts *o, char *err, size_t errlen);
 /* Stops accepting and closes every connection of the listener. */
 void inbound_close(struct inbound_listener *l);
 
 /* Used by the protocol files. */
-struct engine *inbound_engine(const struct inbound_listener *l);
+const struct flow_env *inbound_env(const struct inbound_listener *l);
 void inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c);
 void inbound_conn_unlink(struct inbound_conn *c);
 
@@ -40,7 +54,7 @@ struct outbound_result;
  * the client first, then the proxy's early bytes, and |pre_up| to the
  * upstream first. Same contract as flow_relay_start; on failure |fd| and
  * the upstream are still the caller's. */
-int inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
+int inbound_relay_upstream(struct flow_relay *r, const struct flow_env *e, int fd,
                            const struct outbound_result *up, const void *pre_up, size_t pre_up_len,
                            const void *reply, size_t reply_len, struct flow *f,
                            void (*done)(struct flow_relay *, void *, const char *), void *arg);

@@ -6,13 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "log/log.h"
 #include "inbound/inbound.h"
-#include "script/script.h"
 
 struct inbound_listener {
-    struct engine *e;
+    const struct flow_env *e;
+    const struct inbound_users *users;
     enum flow_inbound kind;
     int fd;
     ev_io w;
@@ -56,7 +55,7 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 struct inbound_listener *
-inbound_listen(struct engine *e, enum flow_inbound kind, const struct script_listener *cfg,
+inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct inbound_opts *cfg,
                char *err, size_t errlen)
 {
     struct inbound_listener *l = calloc(1, sizeof(*l));
@@ -65,6 +64,7 @@ inbound_listen(struct engine *e, enum flow_inbound kind, const struct script_lis
         return NULL;
     }
     l->e = e;
+    l->users = cfg->users;
     l->kind = kind;
     l->head._prev = l->head._next = &l->head;
     l->fd = socket(cfg->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -85,7 +85,7 @@ inbound_listen(struct engine *e, enum flow_inbound kind, const struct script_lis
     ev_timer_init(&l->retry, on_retry, 0.1, 0);
     l->retry.data = l;
     LOG_INFO("listening: %s on %s%s", kind == FLOW_IN_SOCKS ? "socks5" : "http", cfg->text,
-             cfg->num_users ? " (auth)" : "");
+             cfg->users->n ? " (auth)" : "");
     return l;
 }
 
@@ -102,8 +102,8 @@ inbound_close(struct inbound_listener *l)
     free(l);
 }
 
-struct engine *
-inbound_engine(const struct inbound_listener *l)
+const struct flow_env *
+inbound_env(const struct inbound_listener *l)
 {
     return l->e;
 }
@@ -126,27 +126,20 @@ inbound_conn_unlink(struct inbound_conn *c)
     c->_prev = c->_next = NULL;
 }
 
-static const struct script_listener *
-current_cfg(const struct inbound_listener *l)
-{
-    const struct script_config *cfg = script_config(l->e->script);
-    return l->kind == FLOW_IN_SOCKS ? &cfg->socks : &cfg->http;
-}
-
 int
 inbound_auth_required(const struct inbound_listener *l)
 {
-    return current_cfg(l)->num_users > 0;
+    return l->users->n > 0;
 }
 
 int
 inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ulen,
                    const char *pass, size_t plen)
 {
-    const struct script_listener *c = current_cfg(l);
-    if (c->num_users == 0)
+    const struct inbound_users *c = l->users;
+    if (c->n == 0)
         return 1;
-    for (size_t i = 0; i < c->num_users; i++) {
+    for (size_t i = 0; i < c->n; i++) {
         const char *u = c->users[2 * i], *p = c->users[2 * i + 1];
         if (strlen(u) == ulen && memcmp(u, user, ulen) == 0 && strlen(p) == plen &&
             memcmp(p, pass, plen) == 0)

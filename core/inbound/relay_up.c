@@ -1,15 +1,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
 #include "flow/relay.h"
 #include "io/io.h"
 #include "inbound/inbound.h"
 #include "outbound/outbound.h"
-#include "script/script.h"
 
 int
-inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
+inbound_relay_upstream(struct flow_relay *r, const struct flow_env *e, int fd,
                        const struct outbound_result *up, const void *pre_up, size_t pre_up_len,
                        const void *reply, size_t reply_len, struct flow *f,
                        void (*done)(struct flow_relay *, void *, const char *), void *arg)
@@ -39,7 +37,7 @@ inbound_relay_upstream(struct flow_relay *r, struct engine *e, int fd,
         .pre_down_len = down_len,
         .up_count = &f->bytes_up,
         .down_count = &f->bytes_down,
-        .idle = script_config(e->script)->idle_timeout,
+        .idle = e->opts->idle_timeout,
         .cb = done,
         .arg = arg,
     };

@@ -3,14 +3,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "log/log.h"
+#include "outbound/outbound.h"
 #include "flow/relay.h"
 #include "flow/sniff.h"
 #include "io/io.h"
 #include "inbound/inbound.h"
 #include "inbound/socks5.h"
-#include "script/script.h"
 
 /* One SOCKS5 client: greeting, optional RFC 1929 auth, CONNECT, then the
  * flow is routed by the script and relayed with splice. Every malformed
@@ -44,16 +43,16 @@ struct conn {
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-static struct engine *
-engine_of(struct conn *c)
+static const struct flow_env *
+env_of(struct conn *c)
 {
-    return inbound_engine(c->base._l);
+    return inbound_env(c->base._l);
 }
 
 static void
 conn_free(struct conn *c, const char *reason)
 {
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     ev_io_stop(e->loop, &c->io);
     ev_timer_stop(e->loop, &c->timer);
     if (c->oc != NULL)
@@ -120,7 +119,7 @@ static void
 on_connected(void *arg, const struct outbound_result *r)
 {
     struct conn *c = arg;
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     c->oc = NULL;
     if (c->state == SNIFF_CONNECT) {
         /* The reply went out before the connect: the held bytes go first. */
@@ -175,13 +174,13 @@ consume(struct conn *c, size_t n)
 static int
 sniff_decide(struct conn *c, const char *name)
 {
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     ev_io_stop(e->loop, &c->io);
     ev_timer_stop(e->loop, &c->timer);
     if (name != NULL)
         c->flow.sniffed = strdup(name);
     c->flow._sniffable = 0;
-    engine_route(e, &c->flow);
+    e->decide(e->ud, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT) {
         io_close_reset(c->fd);
         c->fd = -1;
@@ -189,8 +188,8 @@ sniff_decide(struct conn *c, const char *name)
         return -1;
     }
     c->state = SNIFF_CONNECT;
-    c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
-                          script_config(e->script)->connect_timeout, on_connected, c);
+    c->oc = outbound_open(e->out, c->flow.policy, &c->flow.dst,
+                          e->opts->connect_timeout, on_connected, c);
     if (c->oc == NULL) {
         conn_free(c, "out of memory");
         return -1;
@@ -230,7 +229,7 @@ on_sniff_read(struct ev_loop *loop, ev_io *w, int revents)
 static int
 sniff_start(struct conn *c)
 {
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     uint8_t reply[22];
     size_t n = inbound_socks5_write_reply(reply, SOCKS5_REP_OK, NULL);
     c->sniff = malloc(SNIFF_MAX);
@@ -254,7 +253,7 @@ sniff_start(struct conn *c)
 static int
 advance(struct conn *c)
 {
-    struct engine *e = engine_of(c);
+    const struct flow_env *e = env_of(c);
     for (;;) {
         int n;
         if (c->state == GREETING) {
@@ -314,12 +313,12 @@ advance(struct conn *c)
             ev_io_stop(e->loop, &c->io);
             flow_table_add(e->flows, &c->flow, ev_now(e->loop));
             c->flow_added = 1;
-            if (engine_flow_name(e, &c->flow) != 0) { /* a fake IP whose name is gone */
+            if (e->name(e->ud, &c->flow) != 0) { /* a fake IP whose name is gone */
                 fail(c, SOCKS5_REP_HOST_UNREACH, "fake IP without a name");
                 return -1;
             }
             c->flow._sniffable = c->flow.dst.kind != FLOW_ADDR_NAME;
-            engine_route(e, &c->flow);
+            e->decide(e->ud, &c->flow);
             if ((c->flow._reads & FLOW_READ_HOST) && c->flow._sniffable)
                 return sniff_start(c);
             if (c->flow.policy == FLOW_POLICY_REJECT) {
@@ -327,8 +326,8 @@ advance(struct conn *c)
                 return -1;
             }
             c->state = CONNECTING;
-            c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
-                          script_config(e->script)->connect_timeout, on_connected, c);
+            c->oc = outbound_open(e->out, c->flow.policy, &c->flow.dst,
+                          e->opts->connect_timeout, on_connected, c);
             if (c->oc == NULL) {
                 fail(c, SOCKS5_REP_FAILURE, "out of memory");
                 return -1;
@@ -372,7 +371,7 @@ on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 void
 inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer)
 {
-    struct engine *e = inbound_engine(l);
+    const struct flow_env *e = inbound_env(l);
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         close(fd);
@@ -388,6 +387,6 @@ inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_
     inbound_conn_link(l, &c->base);
     ev_io_init(&c->io, on_read, fd, EV_READ);
     ev_io_start(e->loop, &c->io);
-    ev_timer_init(&c->timer, on_timeout, script_config(e->script)->connect_timeout, 0);
+    ev_timer_init(&c->timer, on_timeout, e->opts->connect_timeout, 0);
     ev_timer_start(e->loop, &c->timer);
 }

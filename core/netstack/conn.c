@@ -9,7 +9,6 @@
 #include "lwip/priv/tcp_priv.h"
 #include "lwip/stats.h"
 
-#include "engine/engine.h"
 #include "log/log.h"
 #include "flow/flow.h"
 #include "flow/sniff.h"
@@ -17,7 +16,6 @@
 #include "netstack/netstack_int.h"
 #include "io/io.h"
 #include "outbound/outbound.h"
-#include "script/script.h"
 #include "tun/tun.h"
 
 /* One TUN TCP flow: the client's connection terminated in lwIP, relayed to
@@ -74,16 +72,16 @@ static struct conn all = {.prev = &all, .next = &all};
 static struct conn dirty = {.dprev = &dirty, .dnext = &dirty};
 static uint8_t scratch[65536];
 
-static struct engine *
-eng(void)
+static const struct flow_env *
+env(void)
 {
-    return netstack.e;
+    return netstack.env;
 }
 
 static double
 now(void)
 {
-    return ev_now(eng()->loop);
+    return ev_now(env()->loop);
 }
 
 static void
@@ -116,7 +114,7 @@ cb_result(int r)
 static int
 conn_free(struct conn *c, const char *reason, int reset)
 {
-    struct engine *e = eng();
+    const struct flow_env *e = env();
     int rc = FREED;
     if (c->oc != NULL)
         outbound_open_cancel(c->oc);
@@ -387,7 +385,7 @@ static err_t
 on_poll(void *arg, struct tcp_pcb *pcb)
 {
     struct conn *c = arg;
-    if (now() - c->last > script_config(eng()->script)->idle_timeout)
+    if (now() - c->last > env()->opts->idle_timeout)
         return cb_result(conn_free(c, "idle", 0));
     return ERR_OK;
 }
@@ -552,8 +550,8 @@ on_connected(void *arg, const struct outbound_result *r)
         return;
     }
     c->state = C_HANDSHAKE;
-    ev_timer_set(&c->hs_timer, script_config(eng()->script)->connect_timeout, 0);
-    ev_timer_start(eng()->loop, &c->hs_timer);
+    ev_timer_set(&c->hs_timer, env()->opts->connect_timeout, 0);
+    ev_timer_start(env()->loop, &c->hs_timer);
     inject_syn(c); /* lwIP answers SYN-ACK; accept follows the client's ACK */
 }
 
@@ -563,19 +561,19 @@ on_connected(void *arg, const struct outbound_result *r)
 static int
 sniff_decide(struct conn *c, const char *name)
 {
-    struct engine *e = eng();
+    const struct flow_env *e = env();
     ev_timer_stop(e->loop, &c->hs_timer);
     if (name != NULL) {
         c->flow.sniffed = strdup(name);
         netstack.st.sniffed++;
     }
     c->flow._sniffable = 0;
-    engine_route(e, &c->flow);
+    e->decide(e->ud, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT)
         return conn_free(c, "rejected", 1);
     c->state = C_SNIFF_CONNECT;
-    c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
-                          script_config(e->script)->connect_timeout, on_connected, c);
+    c->oc = outbound_open(e->out, c->flow.policy, &c->flow.dst,
+                          e->opts->connect_timeout, on_connected, c);
     if (c->oc == NULL)
         return conn_free(c, "out of memory", 1);
     return LIVE;
@@ -604,7 +602,7 @@ void
 netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t hash,
                   struct flow_node *existing)
 {
-    struct engine *e = eng();
+    const struct flow_env *e = env();
     if (existing != NULL) {
         struct conn *old = (struct conn *)existing;
         if (old->state == C_CONNECTING || old->state == C_SNIFF_CONNECT)
@@ -641,14 +639,14 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     netstack.st.conns_total++;
     c->last = now();
     flow_table_add(e->flows, &c->flow, c->last);
-    if (engine_dns_tcp(e, &c->flow)) { /* TCP/53: chute's DNS server answers */
-        c->oc = outbound_open(&e->local, FLOW_POLICY_DIRECT, &c->flow.dst,
-                              script_config(e->script)->connect_timeout, on_connected, c);
+    if (e->dns_tcp(e->ud, &c->flow)) { /* TCP/53: chute's DNS server answers */
+        c->oc = outbound_open(e->local, FLOW_POLICY_DIRECT, &c->flow.dst,
+                              e->opts->connect_timeout, on_connected, c);
         if (c->oc == NULL)
             conn_free(c, "out of memory", 0);
         return;
     }
-    if (engine_flow_name(e, &c->flow) != 0) {
+    if (e->name(e->ud, &c->flow) != 0) {
         /* A fake IP whose name is gone (recycled, or from before a restart
          * without state): the client must resolve again. */
         netstack_send_rst(v);
@@ -656,11 +654,11 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
         return;
     }
     c->flow._sniffable = c->flow.dst.kind != FLOW_ADDR_NAME;
-    engine_route(e, &c->flow);
+    e->decide(e->ud, &c->flow);
     if (c->flow._reads & FLOW_READ_HOST) {
         /* The decision waits for the host the script asked for. */
         c->state = C_SNIFF_HS;
-        ev_timer_set(&c->hs_timer, script_config(e->script)->connect_timeout, 0);
+        ev_timer_set(&c->hs_timer, e->opts->connect_timeout, 0);
         ev_timer_start(e->loop, &c->hs_timer);
         inject_syn(c);
         return;
@@ -670,8 +668,8 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
         conn_free(c, "rejected", 0);
         return;
     }
-    c->oc = outbound_open(&e->out, c->flow.policy, &c->flow.dst,
-                          script_config(e->script)->connect_timeout, on_connected, c);
+    c->oc = outbound_open(e->out, c->flow.policy, &c->flow.dst,
+                          e->opts->connect_timeout, on_connected, c);
     if (c->oc == NULL)
         conn_free(c, "out of memory", 0);
 }
@@ -698,7 +696,7 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
         return ERR_ABRT;
     }
     c->pcb = pcb;
-    ev_timer_stop(eng()->loop, &c->hs_timer);
+    ev_timer_stop(env()->loop, &c->hs_timer);
     if (c->state == C_SNIFF_HS) {
         c->state = C_SNIFFING;
         tcp_arg(pcb, c);
@@ -708,7 +706,7 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
         tcp_poll(pcb, on_poll, 4);
         tcp_nagle_disable(pcb);
         ev_timer_set(&c->hs_timer, SNIFF_WAIT, 0);
-        ev_timer_start(eng()->loop, &c->hs_timer);
+        ev_timer_start(env()->loop, &c->hs_timer);
         return ERR_OK;
     }
     c->state = C_OPEN;

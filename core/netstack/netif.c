@@ -89,10 +89,10 @@ nif_init(struct netif *n)
 }
 
 int
-netstack_init(struct engine *e, struct tun *tun, int mtu, char *err, size_t errlen)
+netstack_init(const struct flow_env *env, struct tun *tun, int mtu, char *err, size_t errlen)
 {
     static int lwip_started;
-    if (netstack.e != NULL) {
+    if (netstack.env != NULL) {
         snprintf(err, errlen, "the netstack is in use by another engine in this process");
         return -1;
     }
@@ -105,7 +105,7 @@ netstack_init(struct engine *e, struct tun *tun, int mtu, char *err, size_t errl
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    netstack.e = e;
+    netstack.env = env;
     netstack.tun = tun;
     if (!lwip_started) {
         lwip_init();
@@ -140,7 +140,7 @@ netstack_init(struct engine *e, struct tun *tun, int mtu, char *err, size_t errl
 void
 netstack_fini(void)
 {
-    if (netstack.e == NULL)
+    if (netstack.env == NULL)
         return;
     netstack_conn_abort_all();
     for (int i = 0; i < 65536; i++)

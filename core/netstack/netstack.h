@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct engine;
+struct flow_env;
 struct ip_view;
 struct tun;
 
@@ -32,8 +32,9 @@ struct netstack_stats {
     uint64_t fast_path;                      /* segments of known flows: no Lua, no lookup */
 };
 
-/* Starts lwIP with a netif of |mtu| whose output goes to |tun|. */
-int netstack_init(struct engine *e, struct tun *tun, int mtu, char *err, size_t errlen);
+/* Starts lwIP with a netif of |mtu| whose output goes to |tun|; new flows
+ * go through |env| (kept: it must outlive the netstack). */
+int netstack_init(const struct flow_env *env, struct tun *tun, int mtu, char *err, size_t errlen);
 /* Aborts every connection and stops. */
 void netstack_fini(void);
 

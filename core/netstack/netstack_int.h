@@ -19,7 +19,7 @@
 #define NETSTACK_MEM_LOW (MEM_SIZE / 2)
 
 struct netstack {
-    struct engine *e;
+    const struct flow_env *env; /* the engine's, injected */
     struct tun *tun;
     struct netif nif;
     struct tcp_pcb **listeners; /* [65536], by destination port */
