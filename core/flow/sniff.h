@@ -32,4 +32,16 @@ int flow_sniff_http(const unsigned char *p, size_t len, char *out, size_t outlen
  * beyond the address the flow already has. */
 int flow_sniff_is_ip(const char *name);
 
+/* The sniff step every inbound shares: a flow whose route() asked for the
+ * host it lacks keeps its first client bytes, unacknowledged, until they
+ * name the host or FLOW_SNIFF_WAIT passes, then is decided again. */
+#define FLOW_SNIFF_WAIT 0.3   /* seconds for the first bytes (sing-box and mihomo: ~300 ms) */
+#define FLOW_SNIFF_MAX 17000  /* a ClientHello of 16 KiB in records, or an HTTP head */
+
+/* Looks at the |len| first bytes (|eof|: the client sent all it will).
+ * Returns 1 when the sniff is over: |name| (|cap| >= 256) holds the host,
+ * or "" when none came (an IP literal counts as none); 0 while more bytes
+ * could still name it. */
+int flow_sniff_step(const unsigned char *p, size_t len, int eof, char *name, size_t cap);
+
 #endif

@@ -17,13 +17,11 @@
 
 /* SNIFFING: the request named an address and route() asked for the host:
  * the client is told "connected" at once, its first bytes are read (and
- * kept) until they name the host (TLS SNI, HTTP Host) or SNIFF_WAIT passes,
+ * kept) until they name the host (TLS SNI, HTTP Host) or FLOW_SNIFF_WAIT passes,
  * then route() decides again and the upstream connects; a failure then can
  * only close the connection (with a reset). */
 enum state { GREETING, AUTH, REQUEST, CONNECTING, RELAY, SNIFFING, SNIFF_CONNECT };
 
-#define SNIFF_WAIT 0.3
-#define SNIFF_MAX 17000
 
 struct conn {
     struct inbound_conn base;
@@ -202,22 +200,16 @@ static int
 sniff_step(struct conn *c, int eof)
 {
     char name[256];
-    if (flow_sniff_tls(c->sniff, c->sniff_len, name, sizeof(name), NULL) > 0 ||
-        flow_sniff_http(c->sniff, c->sniff_len, name, sizeof(name)) > 0)
-        return sniff_decide(c, flow_sniff_is_ip(name) ? NULL : name);
-    int more = flow_sniff_tls(c->sniff, c->sniff_len, name, sizeof(name), NULL) ==
-                   FLOW_SNIFF_NEED_MORE ||
-               flow_sniff_http(c->sniff, c->sniff_len, name, sizeof(name)) == FLOW_SNIFF_NEED_MORE;
-    if (more && !eof && c->sniff_len < SNIFF_MAX)
+    if (!flow_sniff_step(c->sniff, c->sniff_len, eof, name, sizeof(name)))
         return 0;
-    return sniff_decide(c, NULL);
+    return sniff_decide(c, name[0] ? name : NULL);
 }
 
 static void
 on_sniff_read(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct conn *c = CONTAINER(w, struct conn, io);
-    ssize_t n = recv(c->fd, c->sniff + c->sniff_len, SNIFF_MAX - c->sniff_len, 0);
+    ssize_t n = recv(c->fd, c->sniff + c->sniff_len, FLOW_SNIFF_MAX - c->sniff_len, 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n > 0)
@@ -232,7 +224,7 @@ sniff_start(struct conn *c)
     const struct flow_env *e = env_of(c);
     uint8_t reply[22];
     size_t n = inbound_socks5_write_reply(reply, SOCKS5_REP_OK, NULL);
-    c->sniff = malloc(SNIFF_MAX);
+    c->sniff = malloc(FLOW_SNIFF_MAX);
     if (c->sniff == NULL || send_all(c, reply, n) != 0) {
         conn_free(c, c->sniff ? "client gone" : "out of memory");
         return -1;
@@ -242,7 +234,7 @@ sniff_start(struct conn *c)
     c->len = 0;
     c->state = SNIFFING;
     ev_timer_stop(e->loop, &c->timer);
-    ev_timer_set(&c->timer, SNIFF_WAIT, 0);
+    ev_timer_set(&c->timer, FLOW_SNIFF_WAIT, 0);
     ev_timer_start(e->loop, &c->timer);
     ev_set_cb(&c->io, on_sniff_read);
     ev_io_start(e->loop, &c->io);

@@ -35,12 +35,10 @@
 /* A flow whose route() asked for the host it does not have takes the sniff
  * path instead: C_SNIFF_HS (lwIP answers the SYN, no upstream yet),
  * C_SNIFFING (accepted; the first client bytes are kept, unacknowledged,
- * until they name the host or SNIFF_WAIT passes), then route() again with
+ * until they name the host or FLOW_SNIFF_WAIT passes), then route() again with
  * flow.host set, and C_SNIFF_CONNECT while the upstream connects. */
 enum cstate { C_CONNECTING, C_HANDSHAKE, C_OPEN, C_SNIFF_HS, C_SNIFFING, C_SNIFF_CONNECT };
 
-#define SNIFF_WAIT 0.3     /* seconds for the first bytes (sing-box and mihomo: ~300 ms) */
-#define SNIFF_MAX 17000    /* a ClientHello of 16 KiB in records, or an HTTP head */
 
 #define SYN_MAX 128 /* IPv6 header + TCP header with every option */
 #define IOV_MAX_PBUFS 32
@@ -583,19 +581,12 @@ sniff_decide(struct conn *c, const char *name)
 static int
 sniff_step(struct conn *c)
 {
-    static uint8_t buf[SNIFF_MAX];
+    static uint8_t buf[FLOW_SNIFF_MAX]; /* copied out of the pbuf chain for the step only */
     char name[256];
-    size_t n = c->rx ? pbuf_copy_partial(c->rx, buf, SNIFF_MAX, 0) : 0;
-    int tls = flow_sniff_tls(buf, n, name, sizeof(name), NULL);
-    if (tls > 0)
-        return sniff_decide(c, name);
-    int http = flow_sniff_http(buf, n, name, sizeof(name));
-    if (http > 0)
-        return sniff_decide(c, flow_sniff_is_ip(name) ? NULL : name);
-    int more = tls == FLOW_SNIFF_NEED_MORE || http == FLOW_SNIFF_NEED_MORE;
-    if (more && n < SNIFF_MAX && !c->client_eof)
+    size_t n = c->rx ? pbuf_copy_partial(c->rx, buf, FLOW_SNIFF_MAX, 0) : 0;
+    if (!flow_sniff_step(buf, n, c->client_eof, name, sizeof(name)))
         return LIVE;
-    return sniff_decide(c, NULL);
+    return sniff_decide(c, name[0] ? name : NULL);
 }
 
 void
@@ -705,7 +696,7 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
         tcp_err(pcb, on_err);
         tcp_poll(pcb, on_poll, 4);
         tcp_nagle_disable(pcb);
-        ev_timer_set(&c->hs_timer, SNIFF_WAIT, 0);
+        ev_timer_set(&c->hs_timer, FLOW_SNIFF_WAIT, 0);
         ev_timer_start(env()->loop, &c->hs_timer);
         return ERR_OK;
     }
