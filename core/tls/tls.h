@@ -11,6 +11,7 @@
 #include <ev.h>
 #include <stddef.h>
 
+#include "log/counter.h"
 #include "outbound/stream.h"
 
 struct tls_ctx;
@@ -55,9 +56,20 @@ const char *tls_stream_alpn(const struct outbound_stream *s);
 /* 1 if the stream's handshake resumed a cached session. */
 int tls_stream_resumed(const struct outbound_stream *s);
 
+/* A context's counters, one X(field, key) each (log/counter.h). */
+#define TLS_STATS(X)                                                                               \
+    X(handshakes, handshakes) /* client handshakes completed */                                    \
+    X(resumed, resumed)       /* of which resumed a cached session */                              \
+    X(failures, failures)     /* client handshakes that failed */                                  \
+    X(tls13_only, tls13_only) /* of which the server spoke only TLS 1.3 */
+
 struct tls_stats {
-    unsigned long long handshakes, resumed, failures, tls13_only;
+#define X(field, key) uint64_t field;
+    TLS_STATS(X)
+#undef X
 };
+/* TLS_STATS as a table over struct tls_stats. */
+extern const struct log_counter tls_counters[];
 void tls_ctx_stats(const struct tls_ctx *t, struct tls_stats *out);
 
 #endif
