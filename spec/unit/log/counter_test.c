@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "dns/dns.h"
+#include "engine/engine.h"
 #include "flow/dcache.h"
 #include "flow/flow.h"
 #include "flow/udp.h"
@@ -86,6 +87,8 @@ static const struct module modules[] = {
     {"outbound_set", outbound_set_counters, sizeof(struct outbound_set_stats), 0},
     {"tls", tls_counters, sizeof(struct tls_stats), 0},
     {"script", script_counters, sizeof(struct script_stats), 0},
+    {"engine_dp", engine_dp_counters, sizeof(struct engine_dp_stats),
+     sizeof(((struct engine_dp_stats *)0)->drops)},
 };
 
 static void
