@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "log/counter.h"
+
 #define DNS_MAX_ADDRS 16
 #define DNS_MAX_UPSTREAMS 8
 
@@ -102,16 +104,26 @@ void dns_query_cancel(struct dns_query *q);
  * every answer the resolver received (bounded, LRU); NULL if none. */
 const char *dns_resolver_name_of(struct dns_resolver *r, const uint8_t *ip, int version);
 
+/* The resolver's counters, one X(field, key) each (log/counter.h). */
+#define DNS_RESOLVER_STATS(X)                                                                      \
+    X(queries, queries)                 /* dns_resolve + dns_forward calls */                      \
+    X(sent, sent)                       /* datagrams/segments sent upstream */                     \
+    X(cache_hits, cache_hits)           /* per (name, type) looked up */                           \
+    X(cache_misses, cache_misses)                                                                  \
+    X(timeouts, timeouts)               /* attempts an upstream left unanswered */                 \
+    X(truncated_tcp, tcp)               /* truncated UDP answers retried over TCP */               \
+    X(failures, failures)               /* upstream exchanges that ended in an error */            \
+    X(hosts_hits, hosts_hits)           /* dns_resolve answered by the hosts file */               \
+    X(cache_entries, cache_entries)                                                                \
+    X(reverse_entries, reverse_entries) /* IP -> name pairs, from answers */
+
 struct dns_resolver_stats {
-    uint64_t queries;      /* dns_resolve + dns_forward calls */
-    uint64_t sent;         /* datagrams/segments sent upstream */
-    uint64_t timeouts;     /* attempts an upstream left unanswered */
-    uint64_t failures;     /* upstream exchanges that ended in an error */
-    uint64_t truncated_tcp;/* truncated UDP answers retried over TCP */
-    uint64_t cache_hits, cache_misses; /* per (name, type) looked up */
-    uint64_t hosts_hits;   /* dns_resolve answered by the hosts file */
-    size_t cache_entries, reverse_entries;
+#define X(field, key) uint64_t field;
+    DNS_RESOLVER_STATS(X)
+#undef X
 };
+/* DNS_RESOLVER_STATS as a table over struct dns_resolver_stats. */
+extern const struct log_counter dns_resolver_counters[];
 void dns_resolver_stats(const struct dns_resolver *r, struct dns_resolver_stats *out);
 
 /* ---- The DNS server (server.c) ---- */
@@ -178,11 +190,27 @@ void dns_server_reserve(struct dns_server *s, const uint8_t *ip, int version);
 /* The TCP address the TUN's TCP/53 flows are sent to. */
 const struct sockaddr_storage *dns_server_tcp_addr(const struct dns_server *s);
 
+/* The server's counters, one X(field, key) each (log/counter.h). */
+#define DNS_SERVER_STATS(X)                                                                        \
+    X(queries, queries)                                                                            \
+    X(fake_answers, fake)         /* answered in fake-IP mode (A/AAAA, empty HTTPS) */             \
+    X(forwarded, forwarded)       /* sent to the resolver */                                       \
+    X(hook_answers, hook)         /* answered with chute.on_dns's addresses */                     \
+    X(blocked, blocked)           /* NXDOMAIN from chute.on_dns */                                 \
+    X(formerr, formerr)                                                                            \
+    X(servfail, servfail)         /* forwarded, and the resolver gave no answer */                 \
+    X(dropped, dropped)           /* not answered: no header, out of memory */                     \
+    X(fake_misses, fake_misses)   /* flows to a fake IP with no name behind it */                  \
+    X(fake_entries, fake_entries) /* fake-IP mappings held */                                      \
+    X(fake_bytes, fake_bytes)     /* memory they take */
+
 struct dns_server_stats {
-    uint64_t queries, fake_answers, forwarded, hook_answers, blocked, formerr, servfail, dropped;
-    uint64_t fake_misses;   /* flows to a fake IP with no name behind it */
-    size_t fake_entries, fake_bytes;
+#define X(field, key) uint64_t field;
+    DNS_SERVER_STATS(X)
+#undef X
 };
+/* DNS_SERVER_STATS as a table over struct dns_server_stats. */
+extern const struct log_counter dns_server_counters[];
 void dns_server_stats(const struct dns_server *s, struct dns_server_stats *out);
 void dns_server_count_fake_miss(struct dns_server *s);
 

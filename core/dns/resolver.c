@@ -64,6 +64,12 @@ dns_resolver_stats(const struct dns_resolver *r, struct dns_resolver_stats *out)
     out->reverse_entries = dns_revmap_count(r->rev);
 }
 
+const struct log_counter dns_resolver_counters[] = {
+#define X(field, key) LOG_COUNTER(struct dns_resolver_stats, field, key)
+    DNS_RESOLVER_STATS(X)
+#undef X
+    LOG_COUNTER_END};
+
 void
 dns_resolver_opts_default(struct dns_resolver_opts *o)
 {

@@ -313,6 +313,12 @@ dns_server_stats(const struct dns_server *s, struct dns_server_stats *out)
     }
 }
 
+const struct log_counter dns_server_counters[] = {
+#define X(field, key) LOG_COUNTER(struct dns_server_stats, field, key)
+    DNS_SERVER_STATS(X)
+#undef X
+    LOG_COUNTER_END};
+
 /* "+.name", "*.name", ".name": the name and below; "name": that name. */
 static int
 add_exclude(struct rules_domains *d, const char *e, uint32_t tag)

@@ -8,9 +8,6 @@
 #include "outbound/set.h"
 #include "tls/tls.h"
 #include "flow/dcache.h"
-#include "flow/udp.h"
-#include "netstack/netstack.h"
-#include "tun/tun.h"
 #include "engine/engine.h"
 #include "log/log.h"
 #include "flow/flow.h"
@@ -23,9 +20,6 @@ struct chute_engine {
     int handle_signals;
     ev_timer publish;
 };
-
-enum { PUB_ACTIVE, PUB_TOTAL, PUB_UP, PUB_DOWN, PUB_CALLS, PUB_ERRORS, PUB_RELOADS, PUB_LUA,
-       PUB_VERSION, PUB_DCACHE };
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -42,31 +36,6 @@ apply_log_level(struct chute_engine *ce)
         log_threshold = (enum log_level)ce->cli_log_level;
     else if (ce->e.script != NULL && script_config(ce->e.script)->log_level >= 0)
         log_threshold = (enum log_level)script_config(ce->e.script)->log_level;
-}
-
-void
-engine_stats_publish(struct engine *e)
-{
-    struct flow_table_stats fs;
-    struct script_stats ss = {0};
-    flow_table_stats(e->flows, &fs);
-    if (e->script != NULL)
-        script_stats(e->script, &ss);
-    atomic_store_explicit(&e->_pub[PUB_ACTIVE], fs.active, memory_order_relaxed);
-    atomic_store_explicit(&e->_pub[PUB_TOTAL], fs.total, memory_order_relaxed);
-    atomic_store_explicit(&e->_pub[PUB_UP], fs.bytes_up, memory_order_relaxed);
-    atomic_store_explicit(&e->_pub[PUB_DOWN], fs.bytes_down, memory_order_relaxed);
-    atomic_store_explicit(&e->_pub[PUB_CALLS], e->route_calls_before + ss.route_calls,
-                          memory_order_relaxed);
-    atomic_store_explicit(&e->_pub[PUB_ERRORS], e->route_errors_before + ss.route_errors,
-                          memory_order_relaxed);
-    atomic_store_explicit(&e->_pub[PUB_LUA], ss.lua_bytes, memory_order_relaxed);
-    atomic_store_explicit(&e->_pub[PUB_VERSION], e->rule_version, memory_order_relaxed);
-    struct flow_dcache_stats ds = {0};
-    if (e->dcache != NULL)
-        flow_dcache_stats(e->dcache, &ds);
-    atomic_store_explicit(&e->_pub[PUB_DCACHE], e->dcache_hits_before + ds.hits,
-                          memory_order_relaxed);
 }
 
 static void name_policy(struct engine *e, struct flow *f);
@@ -117,89 +86,6 @@ name_policy(struct engine *e, struct flow *f)
     f->policy_name = f->policy >= FLOW_POLICY__BUILTIN
                          ? script_policy_name(e->script, f->policy) /* interned by the set */
                          : NULL;
-}
-
-void
-engine_stats_log(struct engine *e)
-{
-    struct flow_table_stats fs;
-    struct script_stats ss;
-    struct flow_dcache_stats ds;
-    flow_table_stats(e->flows, &fs);
-    script_stats(e->script, &ss);
-    flow_dcache_stats(e->dcache, &ds);
-    struct dns_resolver_stats rs;
-    struct dns_server_stats dss = {0};
-    struct outbound_set_stats os = {0};
-    dns_resolver_stats(e->dns, &rs);
-    if (e->dnss != NULL)
-        dns_server_stats(e->dnss, &dss);
-    if (e->out.set != NULL)
-        outbound_set_stats(e->out.set, &os);
-    char more[640];
-    snprintf(more, sizeof(more),
-             " dns_queries=%llu dns_fake=%llu dns_forwarded=%llu dns_hook=%llu dns_blocked=%llu "
-             "dns_formerr=%llu dns_servfail=%llu dns_fake_misses=%llu dns_fake_entries=%zu "
-             "dns_fake_bytes=%zu resolver_queries=%llu resolver_sent=%llu resolver_cache_hits=%llu "
-             "resolver_cache_misses=%llu resolver_timeouts=%llu resolver_tcp=%llu "
-             "proxy_auth_failures=%llu health_checks=%llu health_failures=%llu group_switches=%llu",
-             (unsigned long long)dss.queries, (unsigned long long)dss.fake_answers,
-             (unsigned long long)dss.forwarded, (unsigned long long)dss.hook_answers,
-             (unsigned long long)dss.blocked, (unsigned long long)dss.formerr,
-             (unsigned long long)dss.servfail, (unsigned long long)dss.fake_misses,
-             dss.fake_entries, dss.fake_bytes, (unsigned long long)rs.queries,
-             (unsigned long long)rs.sent, (unsigned long long)rs.cache_hits,
-             (unsigned long long)rs.cache_misses, (unsigned long long)rs.timeouts,
-             (unsigned long long)rs.truncated_tcp, (unsigned long long)outbound_auth_failures(),
-             (unsigned long long)os.checks, (unsigned long long)os.check_failures,
-             (unsigned long long)os.switches);
-    if (e->out.set != NULL) {
-        char groups[1024];
-        outbound_set_describe(e->out.set, groups, sizeof(groups));
-        if (groups[0] != '\0')
-            LOG_INFO("groups %s", groups);
-    }
-    LOG_INFO("stats flows_active=%llu flows_total=%llu bytes_up=%llu bytes_down=%llu "
-             "route_calls=%llu route_errors=%llu dcache_hits=%llu dcache_misses=%llu dcache_size=%zu "
-             "rule_version=%u lua_bytes=%zu%s",
-             (unsigned long long)fs.active, (unsigned long long)fs.total,
-             (unsigned long long)fs.bytes_up, (unsigned long long)fs.bytes_down,
-             (unsigned long long)(e->route_calls_before + ss.route_calls),
-             (unsigned long long)(e->route_errors_before + ss.route_errors),
-             (unsigned long long)(e->dcache_hits_before + ds.hits), (unsigned long long)ds.misses,
-             ds.size, e->rule_version,
-             ss.lua_bytes, more);
-    if (e->tun == NULL)
-        return;
-    struct tun_stats ts;
-    struct netstack_stats ns;
-    struct flow_udp_stats us;
-    tun_stats(e->tun, &ts);
-    netstack_stats(&ns);
-    flow_udp_stats(e->udp, &us);
-    LOG_INFO("stats tun pkts_in=%llu pkts_out=%llu bytes_in=%llu bytes_out=%llu gso_in=%llu "
-             "gso_out=%llu batches=%llu batch_mean=%.1f wq_drops=%llu "
-             "drops=%llu/%llu/%llu/%llu/%llu/%llu bad_dst=%llu icmp_echo=%llu fast_path=%llu "
-             "tcp_active=%llu tcp_total=%llu syn_dups=%llu syn_dropped=%llu tw_reused=%llu sniffed=%llu rst_sent=%llu "
-             "heap_used=%llu heap_max=%llu heap_errors=%llu rx_drops=%llu mem_pauses=%llu "
-             "listeners=%llu udp_active=%llu udp_total=%llu udp_dropped=%llu",
-             (unsigned long long)ts.pkts_in, (unsigned long long)ts.pkts_out,
-             (unsigned long long)ts.bytes_in, (unsigned long long)ts.bytes_out,
-             (unsigned long long)ts.gso_in, (unsigned long long)ts.gso_out,
-             (unsigned long long)ts.batches, ts.batches ? (double)ts.pkts_in / ts.batches : 0.0,
-             (unsigned long long)ts.wq_drops, (unsigned long long)e->dp.drops[1],
-             (unsigned long long)e->dp.drops[2], (unsigned long long)e->dp.drops[3],
-             (unsigned long long)e->dp.drops[4], (unsigned long long)e->dp.drops[5],
-             (unsigned long long)e->dp.drops[6], (unsigned long long)e->dp.bad_dst,
-             (unsigned long long)e->dp.icmp_echo, (unsigned long long)ns.fast_path,
-             (unsigned long long)ns.conns_active, (unsigned long long)ns.conns_total,
-             (unsigned long long)ns.syn_dups, (unsigned long long)ns.syn_dropped,
-             (unsigned long long)ns.tw_reused, (unsigned long long)ns.sniffed,
-             (unsigned long long)ns.rst_sent, (unsigned long long)ns.heap_used,
-             (unsigned long long)ns.heap_max, (unsigned long long)ns.heap_errors,
-             (unsigned long long)ns.rx_drops, (unsigned long long)ns.mem_pauses,
-             (unsigned long long)ns.listeners, (unsigned long long)us.active,
-             (unsigned long long)us.total, (unsigned long long)us.dropped);
 }
 
 int
@@ -284,7 +170,7 @@ engine_reload(struct engine *e)
         return;
     }
     apply_log_level(ce);
-    atomic_fetch_add_explicit(&e->_pub[PUB_RELOADS], 1, memory_order_relaxed);
+    e->reloads++;
     LOG_INFO("reloaded %s (rule version %u); flows in flight keep their decision",
              e->bundle_dir ? e->bundle_dir : "bundle", e->rule_version);
     engine_stats_publish(e);
@@ -500,17 +386,7 @@ chute_engine_reload(chute_engine *ce)
 void
 chute_engine_stats(chute_engine *ce, struct chute_stats *out)
 {
-    _Atomic uint64_t *p = ce->e._pub;
-    out->flows_active = atomic_load_explicit(&p[PUB_ACTIVE], memory_order_relaxed);
-    out->flows_total = atomic_load_explicit(&p[PUB_TOTAL], memory_order_relaxed);
-    out->bytes_up = atomic_load_explicit(&p[PUB_UP], memory_order_relaxed);
-    out->bytes_down = atomic_load_explicit(&p[PUB_DOWN], memory_order_relaxed);
-    out->route_calls = atomic_load_explicit(&p[PUB_CALLS], memory_order_relaxed);
-    out->route_errors = atomic_load_explicit(&p[PUB_ERRORS], memory_order_relaxed);
-    out->reloads = atomic_load_explicit(&p[PUB_RELOADS], memory_order_relaxed);
-    out->lua_bytes = atomic_load_explicit(&p[PUB_LUA], memory_order_relaxed);
-    out->rule_version = (uint32_t)atomic_load_explicit(&p[PUB_VERSION], memory_order_relaxed);
-    out->dcache_hits = atomic_load_explicit(&p[PUB_DCACHE], memory_order_relaxed);
+    engine_stats_read(&ce->e, out);
 }
 
 void

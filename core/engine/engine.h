@@ -12,6 +12,7 @@
 
 #include "flow/flow.h"
 #include "inbound/inbound.h"
+#include "log/counter.h"
 #include "outbound/outbound.h"
 
 struct script;
@@ -24,14 +25,23 @@ struct flow_dcache;
 struct dns_server;
 struct ip_view;
 struct script_config;
+struct chute_stats;
 
-/* Packets the TUN path dropped or answered itself. */
+/* Packets the TUN path dropped or answered itself: drops by reason, and
+ * the counters in ENGINE_DP_STATS, one X(field, key) each (log/counter.h). */
+#define ENGINE_DP_STATS(X)                                                                         \
+    X(bad_dst, bad_dst)       /* TCP/UDP to unspecified, loopback, multicast, broadcast */         \
+    X(icmp_echo, icmp_echo)   /* echo requests answered locally */                                 \
+    X(icmp_other, icmp_other) /* other ICMP: dropped */
+
 struct engine_dp_stats {
-    uint64_t drops[8];  /* by -enum ip_err: truncated, version, length, fragment, proto, l4 */
-    uint64_t icmp_echo; /* echo requests answered locally */
-    uint64_t icmp_other;/* other ICMP: dropped */
-    uint64_t bad_dst;   /* TCP/UDP to unspecified, loopback, multicast, broadcast */
+    uint64_t drops[8]; /* by -enum ip_err: truncated, version, length, fragment, proto, l4 */
+#define X(field, key) uint64_t field;
+    ENGINE_DP_STATS(X)
+#undef X
 };
+/* ENGINE_DP_STATS as a table over struct engine_dp_stats (drops aside). */
+extern const struct log_counter engine_dp_counters[];
 
 struct engine {
     struct ev_loop *loop;
@@ -54,6 +64,7 @@ struct engine {
     uint32_t rule_version;   /* bumped by every reload */
     uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
     uint64_t dcache_hits_before;
+    uint64_t reloads;        /* successful reloads */
     ev_signal _sigint, _sigterm, _sighup, _sigusr1;
     ev_async _stop, _reload;
     ev_io _tun_io;
@@ -93,12 +104,16 @@ int engine_dns_tcp(struct engine *e, struct flow *f);
  * gave for the IP becomes flow.host. */
 int engine_flow_name(struct engine *e, struct flow *f);
 
-/* Logs one line with every counter (SIGUSR1, and at exit). */
+/* stats.c. Logs every module's counters, from their tables, in two lines
+ * ("stats flows_active=...", and "stats tun ..." while the TUN runs), after
+ * the groups line (SIGUSR1, and at exit). */
 void engine_stats_log(struct engine *e);
 
 /* Reloads the bundle from where it came; logs the outcome. */
 void engine_reload(struct engine *e);
-/* Copies the loop's counters where chute_engine_stats() reads them. */
+/* stats.c. Copies the loop's counters where engine_stats_read() (any
+ * thread: chute_engine_stats()) reads them. */
 void engine_stats_publish(struct engine *e);
+void engine_stats_read(struct engine *e, struct chute_stats *out);
 
 #endif

@@ -200,3 +200,9 @@ flow_dcache_stats(const struct flow_dcache *c, struct flow_dcache_stats *out)
     *out = c->st;
     out->size = c->size;
 }
+
+const struct log_counter flow_dcache_counters[] = {
+#define X(field, key) LOG_COUNTER(struct flow_dcache_stats, field, key)
+    FLOW_DCACHE_STATS(X)
+#undef X
+    LOG_COUNTER_END};

@@ -12,13 +12,26 @@
 #include <stdint.h>
 
 #include "flow/flow.h"
+#include "log/counter.h"
 
 struct flow_dcache;
 
+/* The decision cache's counters, one X(field, key) each (log/counter.h). */
+#define FLOW_DCACHE_STATS(X)                                                                       \
+    X(hits, hits)           /* new flows decided without Lua */                                    \
+    X(misses, misses)                                                                              \
+    X(inserts, inserts)                                                                            \
+    X(evictions, evictions) /* entries dropped for new ones (LRU) */                               \
+    X(size, size)           /* entries now */                                                      \
+    X(capacity, capacity)   /* entries at most */
+
 struct flow_dcache_stats {
-    uint64_t hits, misses, inserts, evictions;
-    size_t size, capacity;
+#define X(field, key) uint64_t field;
+    FLOW_DCACHE_STATS(X)
+#undef X
 };
+/* FLOW_DCACHE_STATS as a table over struct flow_dcache_stats. */
+extern const struct log_counter flow_dcache_counters[];
 
 /* |capacity| entries (0 disables the cache: every lookup misses). */
 struct flow_dcache *flow_dcache_new(size_t capacity);

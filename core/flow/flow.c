@@ -94,6 +94,12 @@ flow_table_stats(const struct flow_table *t, struct flow_table_stats *out)
     }
 }
 
+const struct log_counter flow_table_counters[] = {
+#define X(field, key) LOG_COUNTER(struct flow_table_stats, field, key)
+    FLOW_TABLE_STATS(X)
+#undef X
+    LOG_COUNTER_END};
+
 const char *
 flow_network_name(enum flow_network n)
 {

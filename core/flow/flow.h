@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "log/counter.h"
+
 #include "flow/flow-t.h"
 
 enum flow_network { FLOW_TCP = 0, FLOW_UDP };
@@ -78,11 +80,20 @@ struct flow_env {
     void *ud;
 };
 
+/* The flow table's counters, one X(field, key) each (log/counter.h). */
+#define FLOW_TABLE_STATS(X)                                                                        \
+    X(active, flows_active)                                                                        \
+    X(total, flows_total)                                                                          \
+    X(bytes_up, bytes_up)     /* client -> upstream, all flows */                                  \
+    X(bytes_down, bytes_down) /* upstream -> client */
+
 struct flow_table_stats {
-    uint64_t active;
-    uint64_t total;
-    uint64_t bytes_up, bytes_down; /* of closed flows */
+#define X(field, key) uint64_t field;
+    FLOW_TABLE_STATS(X)
+#undef X
 };
+/* FLOW_TABLE_STATS as a table over struct flow_table_stats. */
+extern const struct log_counter flow_table_counters[];
 
 struct flow_table *flow_table_new(void);
 /* Frees the table; flows still in it must have been removed by their owners. */

@@ -354,3 +354,9 @@ flow_udp_stats(const struct flow_udp_table *t, struct flow_udp_stats *out)
 {
     *out = t->st;
 }
+
+const struct log_counter flow_udp_counters[] = {
+#define X(field, key) LOG_COUNTER(struct flow_udp_stats, field, key)
+    FLOW_UDP_STATS(X)
+#undef X
+    LOG_COUNTER_END};

@@ -9,16 +9,27 @@
 
 #include <stdint.h>
 
+#include "log/counter.h"
+
 struct flow_env;
 struct tun;
 struct ip_view;
 struct flow_udp_table;
 
+/* The UDP NAT's counters, one X(field, key) each (log/counter.h). */
+#define FLOW_UDP_STATS(X)                                                                          \
+    X(active, active)                                                                              \
+    X(total, total)                                                                                \
+    X(dropped, dropped)   /* datagrams not sent: socket full, reply too big */                     \
+    X(rejected, rejected) /* answered with ICMP unreachable */
+
 struct flow_udp_stats {
-    uint64_t active, total;
-    uint64_t dropped;   /* datagrams not sent: socket full, reply too big */
-    uint64_t rejected;  /* answered with ICMP unreachable */
+#define X(field, key) uint64_t field;
+    FLOW_UDP_STATS(X)
+#undef X
 };
+/* FLOW_UDP_STATS as a table over struct flow_udp_stats. */
+extern const struct log_counter flow_udp_counters[];
 
 /* Datagrams go through |env| (kept) and replies to |tun|'s write queue. */
 struct flow_udp_table *flow_udp_new(const struct flow_env *env, struct tun *tun);

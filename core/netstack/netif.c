@@ -172,3 +172,9 @@ netstack_stats(struct netstack_stats *out)
     out->heap_max = lwip_stats.mem.max;
     out->heap_errors = lwip_stats.mem.err;
 }
+
+const struct log_counter netstack_counters[] = {
+#define X(field, key) LOG_COUNTER(struct netstack_stats, field, key)
+    NETSTACK_STATS(X)
+#undef X
+    LOG_COUNTER_END};

@@ -12,25 +12,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log/counter.h"
+
 struct flow_env;
 struct ip_view;
 struct tun;
 
+/* The netstack's counters, one X(field, key) each (log/counter.h). */
+#define NETSTACK_STATS(X)                                                                          \
+    X(fast_path, fast_path)           /* segments of known flows: no Lua, no lookup */             \
+    X(conns_active, tcp_active)       /* TCP connections from the TUN open now */                  \
+    X(conns_total, tcp_total)         /* TCP connections from the TUN, in all */                   \
+    X(syn_dups, syn_dups)             /* SYNs repeated while connecting */                         \
+    X(syn_dropped, syn_dropped)       /* SYNs too long to hold (carrying data) */                  \
+    X(tw_reused, tw_reused)           /* TIME_WAIT pcbs ended by a new SYN on their tuple */       \
+    X(sniffed, sniffed)               /* flows named from their first bytes (SNI, Host) */         \
+    X(rst_sent, rst_sent)             /* refused, unreachable, rejected */                         \
+    X(heap_used, heap_used)           /* bytes of lwIP's packet heap (MEM_SIZE) in use */          \
+    X(heap_max, heap_max)             /* the most heap_used has been */                            \
+    X(heap_size, heap_size)           /* the heap's size: MEM_SIZE */                              \
+    X(heap_errors, heap_errors)       /* allocations the heap refused */                           \
+    X(rx_drops, rx_drops)             /* segments dropped: no pbuf */                              \
+    X(mem_pauses, mem_pauses)         /* times the global cap paused reads */                      \
+    X(listeners, listeners)           /* ANY listeners (one per port) */                           \
+    X(listener_fails, listener_fails) /* SYNs dropped: listener pool empty */
+
 struct netstack_stats {
-    uint64_t heap_used, heap_max, heap_size; /* lwIP's packet heap (MEM_SIZE) */
-    uint64_t heap_errors;                    /* allocations the heap refused */
-    uint64_t rx_drops;                       /* segments dropped: no pbuf */
-    uint64_t listeners;                      /* ANY listeners (one per port) */
-    uint64_t listener_fails;                 /* SYNs dropped: listener pool empty */
-    uint64_t conns_active, conns_total;
-    uint64_t syn_dups;                       /* SYNs repeated while connecting */
-    uint64_t syn_dropped;                    /* SYNs too long to hold (carrying data) */
-    uint64_t tw_reused;                      /* TIME_WAIT pcbs ended by a new SYN on their tuple */
-    uint64_t sniffed;                        /* flows named from their first bytes (SNI, Host) */
-    uint64_t rst_sent;                       /* refused, unreachable, rejected */
-    uint64_t mem_pauses;                     /* times the global cap paused reads */
-    uint64_t fast_path;                      /* segments of known flows: no Lua, no lookup */
+#define X(field, key) uint64_t field;
+    NETSTACK_STATS(X)
+#undef X
 };
+/* NETSTACK_STATS as a table over struct netstack_stats. */
+extern const struct log_counter netstack_counters[];
 
 /* Starts lwIP with a netif of |mtu| whose output goes to |tun|; new flows
  * go through |env| (kept: it must outlive the netstack). */

@@ -625,3 +625,9 @@ outbound_set_stats(const struct outbound_set *s, struct outbound_set_stats *out)
 {
     *out = REAL(s)->st;
 }
+
+const struct log_counter outbound_set_counters[] = {
+#define X(field, key) LOG_COUNTER(struct outbound_set_stats, field, key)
+    OUTBOUND_SET_STATS(X)
+#undef X
+    LOG_COUNTER_END};

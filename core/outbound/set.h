@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log/counter.h"
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
 
@@ -85,9 +86,19 @@ void outbound_set_report(struct outbound_set *s, int policy, int failed);
 /* One line per group for the stats log: "auto=url-test:hk hk=12ms jp=down". */
 void outbound_set_describe(const struct outbound_set *s, char *buf, size_t len);
 
+/* The groups' counters, one X(field, key) each (log/counter.h). */
+#define OUTBOUND_SET_STATS(X)                                                                      \
+    X(checks, health_checks)           /* health checks run */                                     \
+    X(check_failures, health_failures)                                                             \
+    X(switches, group_switches)        /* times a group changed the member it uses */
+
 struct outbound_set_stats {
-    uint64_t checks, check_failures, switches;
+#define X(field, key) uint64_t field;
+    OUTBOUND_SET_STATS(X)
+#undef X
 };
+/* OUTBOUND_SET_STATS as a table over struct outbound_set_stats. */
+extern const struct log_counter outbound_set_counters[];
 void outbound_set_stats(const struct outbound_set *s, struct outbound_set_stats *out);
 
 /* Checks a health-check URL: "http://host[:port]/path" (an IPv6 host in

@@ -11,6 +11,7 @@
 
 #include "flow/flow.h"
 #include "ip/ip.h"
+#include "log/counter.h"
 
 struct script;
 struct outbound_set;
@@ -79,11 +80,19 @@ struct script_config {
     struct script_dns dns;
 };
 
+/* The script host's counters, one X(field, key) each (log/counter.h). */
+#define SCRIPT_STATS(X)                                                                            \
+    X(route_calls, route_calls)                                                                    \
+    X(route_errors, route_errors) /* errors, budget overruns and unknown names */                  \
+    X(lua_bytes, lua_bytes)       /* memory held by the state */
+
 struct script_stats {
-    uint64_t route_calls;
-    uint64_t route_errors; /* errors, budget overruns and unknown names */
-    size_t lua_bytes;      /* memory held by the state */
+#define X(field, key) uint64_t field;
+    SCRIPT_STATS(X)
+#undef X
 };
+/* SCRIPT_STATS as a table over struct script_stats. */
+extern const struct log_counter script_counters[];
 
 /* Loads the bundle in |dir| (a folder with main.lua), or when |main_src| is
  * non-NULL that source as the bundle's main.lua (requires still resolve in

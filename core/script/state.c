@@ -259,3 +259,9 @@ script_stats(const struct script *s, struct script_stats *out)
     *out = s->st;
     out->lua_bytes = s->mem_used;
 }
+
+const struct log_counter script_counters[] = {
+#define X(field, key) LOG_COUNTER(struct script_stats, field, key)
+    SCRIPT_STATS(X)
+#undef X
+    LOG_COUNTER_END};

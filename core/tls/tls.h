@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "io/io.h"
+#include "log/counter.h"
 
 struct tls_ctx;
 struct tls_handshake;
@@ -58,9 +59,20 @@ const char *tls_stream_alpn(const struct io_stream *s);
 /* 1 if the stream's handshake resumed a cached session. */
 int tls_stream_resumed(const struct io_stream *s);
 
+/* A context's counters, one X(field, key) each (log/counter.h). */
+#define TLS_STATS(X)                                                                               \
+    X(handshakes, handshakes) /* client handshakes completed */                                    \
+    X(resumed, resumed)       /* of which resumed a cached session */                              \
+    X(failures, failures)     /* client handshakes that failed */                                  \
+    X(tls13_only, tls13_only) /* of which the server spoke only TLS 1.3 */
+
 struct tls_stats {
-    unsigned long long handshakes, resumed, failures, tls13_only;
+#define X(field, key) uint64_t field;
+    TLS_STATS(X)
+#undef X
 };
+/* TLS_STATS as a table over struct tls_stats. */
+extern const struct log_counter tls_counters[];
 void tls_ctx_stats(const struct tls_ctx *t, struct tls_stats *out);
 
 #endif

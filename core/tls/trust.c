@@ -443,3 +443,9 @@ tls_ctx_stats(const struct tls_ctx *t, struct tls_stats *out)
 {
     *out = t->stats;
 }
+
+const struct log_counter tls_counters[] = {
+#define X(field, key) LOG_COUNTER(struct tls_stats, field, key)
+    TLS_STATS(X)
+#undef X
+    LOG_COUNTER_END};

@@ -234,3 +234,9 @@ tun_stats(const struct tun *t, struct tun_stats *out)
 {
     *out = t->st;
 }
+
+const struct log_counter tun_counters[] = {
+#define X(field, key) LOG_COUNTER(struct tun_stats, field, key)
+    TUN_STATS(X)
+#undef X
+    LOG_COUNTER_END};

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log/counter.h"
+
 struct ip_cidr;
 struct tun;
 
@@ -34,14 +36,25 @@ struct tun_gso {
     uint16_t csum_start;
 };
 
+/* The device's counters, one X(field, key) each (log/counter.h). */
+#define TUN_STATS(X)                                                                               \
+    X(pkts_in, pkts_in)       /* packets read */                                                   \
+    X(pkts_out, pkts_out)     /* packets written */                                                \
+    X(bytes_in, bytes_in)                                                                          \
+    X(bytes_out, bytes_out)                                                                        \
+    X(gso_in, gso_in)         /* offloaded packets read (several segments each) */                 \
+    X(gso_out, gso_out)       /* offloaded packets written */                                      \
+    X(batches, batches)       /* reads that returned at least one packet */                        \
+    X(wq_flushes, wq_flushes) /* write queue flushes */                                            \
+    X(wq_drops, wq_drops)     /* packets the device refused (or too big) */
+
 struct tun_stats {
-    uint64_t pkts_in, bytes_in;
-    uint64_t pkts_out, bytes_out;
-    uint64_t batches;            /* reads that returned at least one packet */
-    uint64_t wq_flushes;
-    uint64_t wq_drops;           /* packets the device refused (or too big) */
-    uint64_t gso_in, gso_out;    /* offloaded packets read / written (several segments each) */
+#define X(field, key) uint64_t field;
+    TUN_STATS(X)
+#undef X
 };
+/* TUN_STATS as a table over struct tun_stats. */
+extern const struct log_counter tun_counters[];
 
 /* What tun_open sets up. Zeroed fields leave the device as it is: no
  * addresses, its own MTU, no routes, no offload. The caller owns it and its

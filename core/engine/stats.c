@@ -1,0 +1,168 @@
+#include <stdio.h>
+
+#include "chute/chute.h"
+#include "dns/dns.h"
+#include "engine/engine.h"
+#include "flow/dcache.h"
+#include "flow/flow.h"
+#include "flow/udp.h"
+#include "log/counter.h"
+#include "log/log.h"
+#include "netstack/netstack.h"
+#include "outbound/set.h"
+#include "script/script.h"
+#include "tls/tls.h"
+#include "tun/tun.h"
+
+/* The stats lines (SIGUSR1, exit) and the copy chute_engine_stats() reads.
+ * Each module's counters come from its own table (log/counter.h), so a
+ * counter added to a module's list shows up here without an edit. */
+
+const struct log_counter engine_dp_counters[] = {
+#define X(field, key) LOG_COUNTER(struct engine_dp_stats, field, key)
+    ENGINE_DP_STATS(X)
+#undef X
+    LOG_COUNTER_END};
+
+/* Every module's counters at one moment. */
+struct snapshot {
+    struct flow_table_stats flows;
+    struct script_stats script;
+    struct flow_dcache_stats dcache;
+    struct dns_server_stats dns;
+    struct dns_resolver_stats resolver;
+    struct outbound_set_stats set;
+    struct tls_stats tls;
+    struct tun_stats tun; /* these three only while the TUN runs */
+    struct netstack_stats net;
+    struct flow_udp_stats udp;
+};
+
+/* The flow and decision counters. A reload replaces the script and the
+ * decision cache: the counts of the replaced ones are carried over, so these
+ * only ever grow. */
+static void
+snapshot_flows(const struct engine *e, struct snapshot *s)
+{
+    flow_table_stats(e->flows, &s->flows);
+    if (e->script != NULL)
+        script_stats(e->script, &s->script);
+    if (e->dcache != NULL)
+        flow_dcache_stats(e->dcache, &s->dcache);
+    s->script.route_calls += e->route_calls_before;
+    s->script.route_errors += e->route_errors_before;
+    s->dcache.hits += e->dcache_hits_before;
+}
+
+static void
+snapshot(const struct engine *e, struct snapshot *s)
+{
+    snapshot_flows(e, s);
+    if (e->dnss != NULL)
+        dns_server_stats(e->dnss, &s->dns);
+    if (e->dns != NULL)
+        dns_resolver_stats(e->dns, &s->resolver);
+    if (e->out.set != NULL)
+        outbound_set_stats(e->out.set, &s->set);
+    if (e->out.tls != NULL)
+        tls_ctx_stats(e->out.tls, &s->tls);
+    if (e->tun != NULL) {
+        tun_stats(e->tun, &s->tun);
+        netstack_stats(&s->net);
+        flow_udp_stats(e->udp, &s->udp);
+    }
+}
+
+void
+engine_stats_log(struct engine *e)
+{
+    struct snapshot s = {0};
+    snapshot(e, &s);
+    /* Before the stats line: the e2e tests take the groups block that
+     * precedes it. */
+    if (e->out.set != NULL) {
+        char groups[1024];
+        outbound_set_describe(e->out.set, groups, sizeof(groups));
+        if (groups[0] != '\0')
+            LOG_INFO("groups %s", groups);
+    }
+    const struct log_counter_group engine[] = {
+        {"", flow_table_counters, &s.flows},
+        {"", script_counters, &s.script},
+        {"dcache_", flow_dcache_counters, &s.dcache},
+        {"dns_", dns_server_counters, &s.dns},
+        {"resolver_", dns_resolver_counters, &s.resolver},
+        {"", outbound_set_counters, &s.set},
+        {"tls_", tls_counters, &s.tls},
+    };
+    char line[2048] = "";
+    size_t n = log_counters_format(line, sizeof(line), engine, sizeof(engine) / sizeof(engine[0]));
+    /* Not in a module's stats struct: the engine's rule version, and a
+     * process-wide count of the outbound folder. */
+    snprintf(line + n, sizeof(line) - n, " rule_version=%u proxy_auth_failures=%llu",
+             e->rule_version, (unsigned long long)outbound_auth_failures());
+    LOG_INFO("stats%s", line);
+    if (e->tun == NULL)
+        return;
+    const struct log_counter_group tun[] = {
+        {"", tun_counters, &s.tun},
+        {"", engine_dp_counters, &e->dp},
+        {"", netstack_counters, &s.net},
+        {"udp_", flow_udp_counters, &s.udp},
+    };
+    line[0] = '\0';
+    n = log_counters_format(line, sizeof(line), tun, sizeof(tun) / sizeof(tun[0]));
+    /* Computed: the mean batch, and drops by reason (-enum ip_err, 1..6) in
+     * the one key spec/e2e/netns.sh splits on '/'. */
+    const uint64_t *d = e->dp.drops;
+    snprintf(line + n, sizeof(line) - n, " batch_mean=%.1f drops=%llu/%llu/%llu/%llu/%llu/%llu",
+             s.tun.batches ? (double)s.tun.pkts_in / s.tun.batches : 0.0,
+             (unsigned long long)d[1], (unsigned long long)d[2], (unsigned long long)d[3],
+             (unsigned long long)d[4], (unsigned long long)d[5], (unsigned long long)d[6]);
+    LOG_INFO("stats tun%s", line);
+}
+
+/* struct chute_stats field by field: each has a slot in e->_pub, where
+ * engine_stats_publish() stores it for engine_stats_read() on any thread. */
+#define PUBLISHED(X)                                                                        \
+    X(flows_active) X(flows_total) X(bytes_up) X(bytes_down) X(route_calls) X(route_errors) \
+    X(dcache_hits) X(reloads) X(lua_bytes) X(rule_version)
+
+enum {
+#define X(field) PUB_##field,
+    PUBLISHED(X)
+#undef X
+    PUB__COUNT
+};
+_Static_assert(PUB__COUNT <= sizeof(((struct engine *)0)->_pub) / sizeof(uint64_t),
+               "struct engine's _pub has a slot for each published counter");
+
+void
+engine_stats_publish(struct engine *e)
+{
+    struct snapshot s = {0};
+    snapshot_flows(e, &s);
+    const struct chute_stats pub = {
+        .flows_active = s.flows.active,
+        .flows_total = s.flows.total,
+        .bytes_up = s.flows.bytes_up,
+        .bytes_down = s.flows.bytes_down,
+        .route_calls = s.script.route_calls,
+        .route_errors = s.script.route_errors,
+        .dcache_hits = s.dcache.hits,
+        .reloads = e->reloads,
+        .lua_bytes = s.script.lua_bytes,
+        .rule_version = e->rule_version,
+    };
+#define X(field) atomic_store_explicit(&e->_pub[PUB_##field], pub.field, memory_order_relaxed);
+    PUBLISHED(X)
+#undef X
+}
+
+void
+engine_stats_read(struct engine *e, struct chute_stats *out)
+{
+#define X(field) out->field = atomic_load_explicit(&e->_pub[PUB_##field], memory_order_relaxed);
+    PUBLISHED(X)
+#undef X
+}
