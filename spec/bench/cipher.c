@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "io/io.h"
 #include "outbound/proxy.h"
 #include "outbound/ss_codec.h"
-#include "io/io.h"
 #include "tls/crypto.h"
 
 #define WRITE 16384
@@ -115,8 +115,8 @@ stream_run(struct ev_loop *loop, const struct outbound_proxy *p, size_t bytes)
         die("socketpair");
     /* Both ends share the key: b reads what a seals (a's address header
      * comes out as the first 7 bytes of payload). */
-    struct io_stream *a = outbound_ss_stream(loop, sv[0], p, &dst);
-    struct io_stream *b = outbound_ss_stream(loop, sv[1], p, &dst);
+    struct io_stream *a = outbound_ss_stream(io_fd_new(loop, sv[0]), p, &dst);
+    struct io_stream *b = outbound_ss_stream(io_fd_new(loop, sv[1]), p, &dst);
     if (a == NULL || b == NULL)
         die("outbound_ss_stream");
     bytes += 7;
@@ -131,7 +131,7 @@ stream_run(struct ev_loop *loop, const struct outbound_proxy *p, size_t bytes)
                 die("stream write");
             sent += (size_t)k;
         }
-        /* The last sealed bytes leave from a's EV_WRITE watcher. */
+        /* The last sealed bytes leave when a's socket drains (its on_drain). */
         if (sent == bytes - 7)
             ev_run(loop, EVRUN_NOWAIT);
         for (;;) {
