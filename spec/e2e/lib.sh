@@ -6,7 +6,8 @@
 #   bundle_write <<'LUA' ... LUA  main.lua = config header + the route code given
 #   chute_start                   chute run $BUNDLE, waits until its listeners accept
 #
-# Exit codes follow ctest: 0 pass, 1 fail (`fail MSG`), 77 skip (`skip WHY`).
+# Exit codes follow ctest: 0 pass, 1 fail (`fail MSG`), 77 skip (`skip WHY`);
+# a missing peer (need_cmd) skips, or fails with CI=true.
 # ctest sets CHUTE (the binary) and CHUTE_TOP (the tree); by hand they
 # default to the tree this file lives in and its build/chute.
 #
@@ -41,10 +42,27 @@ skip() {
     exit 77
 }
 
+# have_cmd PROGRAM: 0 if PROGRAM (a peer or a harness tool) is on PATH.
+# If not, says so with the Debian package that installs it (spec/peers)
+# and returns 1; with CI=true in the environment it fails the test
+# instead, because CI must run every check. (spec/unit/peer.h does the
+# same for the unit interop tests.) Skips for other reasons (not root, no
+# ::1) stay skips.
+have_cmd() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    local pkg
+    pkg=$(awk -v p="$1" '!/^#/ && $1 == p { print $2; exit }' "$CHUTE_TOP/spec/peers" 2>/dev/null || true)
+    local msg="peer $1 is not on PATH (${pkg:+Debian package $pkg; }scripts/bootstrap installs it)"
+    [ "${CI:-}" = true ] && fail "$msg: with CI=true a test that cannot run its peer fails"
+    say "$msg"
+    return 1
+}
+
+# need_cmd PROGRAM...: skips the test (fails with CI=true) unless each is on PATH.
 need_cmd() {
     local c
     for c in "$@"; do
-        command -v "$c" >/dev/null 2>&1 || skip "needs $c"
+        have_cmd "$c" || skip "needs $c"
     done
 }
 

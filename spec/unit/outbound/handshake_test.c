@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../peer.h"
 #include "flow/flow.h"
 #include "outbound/proxy.h"
 #include "io/io.h"
@@ -1002,20 +1003,6 @@ echo_stop(void)
             echo_drop(&echo_conns[i]);
 }
 
-static const char *
-find_tool(const char *name)
-{
-    static char path[256];
-    const char *dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin", "/sbin"};
-
-    for (size_t i = 0; i < N(dirs); i++) {
-        snprintf(path, sizeof(path), "%s/%s", dirs[i], name);
-        if (access(path, X_OK) == 0)
-            return path;
-    }
-    return NULL;
-}
-
 static uint16_t
 free_port(void)
 {
@@ -1145,11 +1132,9 @@ through(enum proto proto, uint16_t port, const struct outbound_proxy *p, uint16_
 static void
 test_interop_microsocks(void **state)
 {
-    const char *bin = find_tool("microsocks");
-    if (bin == NULL)
-        skip();
+    const char *bin = peer_need("microsocks");
     uint16_t echo = echo_start(), port = free_port();
-    char ps[8], path[256];
+    char ps[8], path[4096];
     snprintf(ps, sizeof(ps), "%u", port);
     snprintf(path, sizeof(path), "%s", bin);
 
@@ -1180,7 +1165,7 @@ test_interop_microsocks(void **state)
 static void
 tinyproxy(const char *bin, const char *dir, uint16_t port, uint16_t echo, int auth)
 {
-    char conf[256], path[256];
+    char conf[256], path[4096];
     snprintf(conf, sizeof(conf), "%s/tinyproxy.conf", dir);
     FILE *f = fopen(conf, "w");
     assert_non_null(f);
@@ -1196,9 +1181,7 @@ tinyproxy(const char *bin, const char *dir, uint16_t port, uint16_t echo, int au
 static void
 test_interop_tinyproxy(void **state)
 {
-    const char *bin = find_tool("tinyproxy");
-    if (bin == NULL)
-        skip();
+    const char *bin = peer_need("tinyproxy");
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/chute-tinyproxy-XXXXXX");
     assert_non_null(mkdtemp(tmpdir));
     const char *dir = tmpdir;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../peer.h"
 #include "io/io.h"
 #include "outbound/proxy.h"
 #include "outbound/ss_codec.h"
@@ -1097,22 +1098,11 @@ start_echo_servers(void)
     peers.ready = 1;
 }
 
-static const char *
-ss_server_path(void)
-{
-    static const char *dirs[] = {"/usr/bin/ss-server", "/usr/local/bin/ss-server"};
-    for (size_t i = 0; i < 2; i++)
-        if (access(dirs[i], X_OK) == 0)
-            return dirs[i];
-    return NULL;
-}
-
-/* Starts ss-server on a free port (TCP and UDP both free), waits until it
- * accepts. Returns its pid, or -1. */
+/* Starts |path| (ss-server) on a free port (TCP and UDP both free), waits
+ * until it accepts. Returns its pid, or -1. */
 static pid_t
-ss_server_start(const char *cipher, uint16_t *port)
+ss_server_start(const char *path, const char *cipher, uint16_t *port)
 {
-    const char *path = ss_server_path();
     char ports[8];
     int tfd = -1, ufd = -1;
 
@@ -1268,10 +1258,7 @@ replay_into_stream(struct ev_loop *loop, const struct outbound_proxy *p, const u
 static void
 test_interop_ss_server(void **state)
 {
-    if (ss_server_path() == NULL) {
-        print_message("  ss-server not installed: skipped\n");
-        skip();
-    }
+    const char *path = peer_need("ss-server");
     start_echo_servers();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     static struct drive d;
@@ -1281,7 +1268,7 @@ test_interop_ss_server(void **state)
     for (int c = 0; c < NCIPHERS; c++) {
         struct outbound_proxy p;
         uint16_t port;
-        pid_t pid = ss_server_start(ciphers[c].name, &port);
+        pid_t pid = ss_server_start(path, ciphers[c].name, &port);
         assert_true(pid > 0);
         ss_pid = pid;
 
