@@ -50,5 +50,9 @@ void outbound_udp_trojan_stop(struct outbound_udp *u);
 ssize_t outbound_udp_trojan_send(struct outbound_udp *u, const void *payload, size_t len);
 ssize_t outbound_udp_trojan_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_t *off);
 void outbound_udp_trojan_watch(struct outbound_udp *u);
+/* One whole frame from the |n| bytes read so far at |p|: 1 with its
+ * payload's offset and length, 0 when more bytes are needed, -1 when
+ * malformed. spec/fuzz/udp_trojan_fuzz.c calls it directly. */
+int outbound_udp_trojan_frame(const uint8_t *p, size_t n, size_t *off, size_t *len);
 
 #endif

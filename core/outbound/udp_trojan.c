@@ -78,10 +78,9 @@ outbound_udp_trojan_send(struct outbound_udp *u, const void *payload, size_t len
     return (ssize_t)len;
 }
 
-/* One whole frame from the bytes read so far: its payload's offset and
- * length, or 0 when more bytes are needed, -1 when malformed. */
-static int
-frame(const uint8_t *p, size_t n, size_t *off, size_t *len)
+/* see udp_int.h */
+int
+outbound_udp_trojan_frame(const uint8_t *p, size_t n, size_t *off, size_t *len)
 {
     struct flow_addr from;
     int a = outbound_addr_parse(p, n, &from);
@@ -119,7 +118,7 @@ outbound_udp_trojan_recv(struct outbound_udp *u, uint8_t *buf, size_t cap, size_
 {
     for (;;) {
         size_t at, len;
-        int f = frame(u->rx, u->rx_len, &at, &len);
+        int f = outbound_udp_trojan_frame(u->rx, u->rx_len, &at, &len);
         if (f < 0) {
             errno = ECONNRESET; /* out of step with the stream: start over */
             return -1;

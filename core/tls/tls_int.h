@@ -48,6 +48,12 @@ struct tls_x509 {
 void tls_x509_init(struct tls_x509 *w, const char *name, int skip);
 /* Frees the kept certificate (the context stays usable). */
 void tls_x509_fini(struct tls_x509 *w);
+/* 1 if the subjectAltName of the DER certificate |der| (|len| bytes, read
+ * only within them) lists the iPAddress |ip| (|iplen| bytes), 0 if not or
+ * if the certificate cannot be walked. The check tls_x509 adds to
+ * BearSSL's; spec/fuzz/tls_san_fuzz.c calls it directly. */
+int tls_der_san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip,
+                       size_t iplen);
 
 /* Session cache key: host, port, SNI and whether the certificate was
  * checked (a session from an unchecked handshake never resumes a checked

@@ -226,10 +226,9 @@ der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
     return 0;
 }
 
-/* 1 if the subjectAltName of the certificate |der| lists the address
- * |ip|, 0 if not or if the certificate cannot be walked. */
-static int
-san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip, size_t iplen)
+/* see tls_int.h */
+int
+tls_der_san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip, size_t iplen)
 {
     static const unsigned char san_oid[] = {0x55, 0x1d, 0x11}; /* 2.5.29.17 */
     const unsigned char *p = der, *end = der + len, *v;
@@ -356,7 +355,7 @@ xw_end_chain(const br_x509_class **ctx)
     }
     r = w->u.minimal.vtable->end_chain(&w->u.minimal.vtable);
     if (r == 0 && w->iplen != 0 &&
-        (w->ee == NULL || !san_has_ip(w->ee, w->ee_len, w->ip, w->iplen)))
+        (w->ee == NULL || !tls_der_san_has_ip(w->ee, w->ee_len, w->ip, w->iplen)))
         r = BR_ERR_X509_BAD_SERVER_NAME;
     free(w->ee);
     w->ee = NULL;

@@ -104,17 +104,7 @@
 #include "chute/chute.h"
 #include "flow/flow.h"
 #include "tun/tun_int.h" /* vnet: offload without a real device */
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "datapath_fuzz: %s:%d: check failed: %s\n", __FILE__, __LINE__,       \
-                    #cond);                                                                        \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 #define MTU 1500
 #define MAXPKT 65535 /* with offload */

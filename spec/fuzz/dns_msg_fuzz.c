@@ -5,17 +5,7 @@
 
 #include "dns/cache.h"
 #include "dns/msg.h"
-
-/* Not assert(): Release builds define NDEBUG and would drop the checks. */
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static struct dns_msg m, r; /* large: static, like a server would keep them */
 static uint8_t out[4096], copy[DNS_MSG_MAX];

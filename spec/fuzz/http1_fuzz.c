@@ -9,14 +9,7 @@
 #include <string.h>
 
 #include "http/http.h"
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            abort();                                                                           \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static int
 inside(struct mem_slice s, const void *base, size_t len)

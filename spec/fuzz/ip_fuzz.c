@@ -11,14 +11,7 @@
 #include <string.h>
 
 #include "ip/ip.h"
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 static unsigned
 be16(const uint8_t *p)

@@ -6,17 +6,7 @@
 #include "flow/flow.h"
 #include "outbound/hs_wire.h"
 #include "outbound/proxy.h"
-
-/* Not assert(): Release builds define NDEBUG and would drop the checks. */
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 typedef int (*parse_fn)(const uint8_t *p, size_t n);
 

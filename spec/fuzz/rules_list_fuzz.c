@@ -12,19 +12,9 @@
 #include <strings.h>
 
 #include "rules/list.h"
-
-/* Not assert(): Release builds define NDEBUG and would drop the checks. */
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "fuzz.h"
 
 #define STOPPED 5
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct run {
     const char *buf;

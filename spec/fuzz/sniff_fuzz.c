@@ -10,16 +10,9 @@
 #include <string.h>
 
 #include "flow/sniff.h"
-
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            abort();                                                                           \
-    } while (0)
+#include "fuzz.h"
 
 #define OUTLEN 256
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct answer {
     int r, h2;

@@ -6,17 +6,7 @@
 #include <netinet/in.h>
 
 #include "inbound/socks5.h"
-
-/* Not assert(): Release builds define NDEBUG and would drop the checks. */
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 /* The common result contract, plus the split-point rule: a complete message
  * must read as NEED_MORE at every shorter length. */

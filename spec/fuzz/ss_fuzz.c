@@ -5,17 +5,7 @@
 
 #include "outbound/proxy.h"
 #include "outbound/ss_codec.h"
-
-/* Not assert(): Release builds define NDEBUG and would drop the checks. */
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);                  \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 /* Input: [mode][cipher][rest]. Modes:
  *   0  rest is a received stream: decoded in pieces (the piece sizes come

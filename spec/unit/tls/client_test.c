@@ -737,28 +737,28 @@ test_ip_san_walk(void **state)
     static const unsigned char v6[16] = {[15] = 1};
     unsigned char der[4096], dns[4096];
     size_t n = read_der("ip.der", der, sizeof(der)), m = read_der("dns.der", dns, sizeof(dns));
-    assert_int_equal(san_has_ip(der, n, v4, 4), 1);
-    assert_int_equal(san_has_ip(der, n, v6, 16), 1);
-    assert_int_equal(san_has_ip(der, n, v4b, 4), 0);
-    assert_int_equal(san_has_ip(der, n, v6, 4), 0);
-    assert_int_equal(san_has_ip(dns, m, v4, 4), 0);
+    assert_int_equal(tls_der_san_has_ip(der, n, v4, 4), 1);
+    assert_int_equal(tls_der_san_has_ip(der, n, v6, 16), 1);
+    assert_int_equal(tls_der_san_has_ip(der, n, v4b, 4), 0);
+    assert_int_equal(tls_der_san_has_ip(der, n, v6, 4), 0);
+    assert_int_equal(tls_der_san_has_ip(dns, m, v4, 4), 0);
     for (size_t len = 0; len < n; len++) {
         unsigned char *cut = malloc(len ? len : 1); /* exact size: overreads trip ASan */
         memcpy(cut, der, len);
-        assert_int_equal(san_has_ip(cut, len, v4, 4), 0);
+        assert_int_equal(tls_der_san_has_ip(cut, len, v4, 4), 0);
         free(cut);
     }
     for (size_t i = 0; i < n; i++) {
         unsigned char *bad = malloc(n);
         memcpy(bad, der, n);
         bad[i] ^= 0xa5;
-        (void)san_has_ip(bad, n, v4, 4);
+        (void)tls_der_san_has_ip(bad, n, v4, 4);
         free(bad);
     }
     static const unsigned char huge[] = {0x30, 0x84, 0xff, 0xff, 0xff, 0xff, 0x30, 0x00};
     static const unsigned char longtag[] = {0x1f, 0x81, 0x01, 0x00};
-    assert_int_equal(san_has_ip(huge, sizeof(huge), v4, 4), 0);
-    assert_int_equal(san_has_ip(longtag, sizeof(longtag), v4, 4), 0);
+    assert_int_equal(tls_der_san_has_ip(huge, sizeof(huge), v4, 4), 0);
+    assert_int_equal(tls_der_san_has_ip(longtag, sizeof(longtag), v4, 4), 0);
 }
 
 /* The server accepts and closes before answering. */
