@@ -57,7 +57,7 @@ struct dns_fakeip {
     unsigned nreserved;
 };
 
-static void
+static void __attribute__((format(printf, 3, 4)))
 seterr(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err == NULL || errlen == 0)

@@ -1,5 +1,6 @@
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,11 +54,16 @@ struct url {
     char path[256];
 };
 
-static int
-url_fail(char *err, size_t errlen, const char *fmt, const char *url)
+static int __attribute__((format(printf, 3, 4)))
+url_fail(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, fmt, url);
+    va_list ap;
+
+    if (err != NULL && errlen > 0) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
     return -1;
 }
 

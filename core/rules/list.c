@@ -2,6 +2,7 @@
  * comment and blank lines, the YAML subset rule providers use, format
  * detection and dispatch. What one line means is list_line.c's job. */
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,18 +130,15 @@ has_list_key(struct cursor c)
     return 0;
 }
 
-/* |fmt| takes the offending text as "%s", clipped and with control bytes
- * masked: messages end up in logs. */
-static int
-invalid(char *msg, size_t msglen, const char *fmt, struct mem_slice v)
+/* Values in messages go through RULES_SHOWN(): messages end up in logs. */
+static int __attribute__((format(printf, 3, 4)))
+invalid(char *msg, size_t msglen, const char *fmt, ...)
 {
-    char shown[68];
-    size_t i, n = v.len < 64 ? v.len : 64;
+    va_list ap;
 
-    for (i = 0; i < n; i++)
-        shown[i] = (unsigned char)v.ptr[i] < 0x20 || v.ptr[i] == 0x7f ? '?' : v.ptr[i];
-    memcpy(shown + n, v.len > n ? "..." : "", v.len > n ? 4 : 1);
-    snprintf(msg, msglen, fmt, shown);
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
     return INVALID;
 }
 
@@ -159,20 +157,20 @@ yaml_scalar(struct mem_slice t, struct mem_slice *out, char *msg, size_t msglen)
     if (t.ptr[0] == '\'' || t.ptr[0] == '"') {
         q = memchr(t.ptr + 1, t.ptr[0], t.len - 1);
         if (q == NULL)
-            return invalid(msg, msglen, "unterminated quote in '%s'", t);
+            return invalid(msg, msglen, "unterminated quote in '%s'", RULES_SHOWN(t));
         if ((t.ptr[0] == '\'' && q + 1 < end && q[1] == '\'') ||
             (t.ptr[0] == '"' && memchr(t.ptr, '\\', (size_t)(q - t.ptr))))
-            return invalid(msg, msglen, "YAML escapes are not supported in '%s'", t);
+            return invalid(msg, msglen, "YAML escapes are not supported in '%s'", RULES_SHOWN(t));
         *out = mem_slice(t.ptr + 1, (size_t)(q - t.ptr - 1));
         t = trim(mem_slice(q + 1, (size_t)(end - q - 1)));
         if (t.len > 0 && (t.ptr[0] != '#' || !is_space(q[1])))
-            return invalid(msg, msglen, "text after a closing quote: '%s'", t);
+            return invalid(msg, msglen, "text after a closing quote: '%s'", RULES_SHOWN(t));
         return ITEM;
     }
     if (strchr("*&!|>%@`{}[]", t.ptr[0]) ||
         ((t.ptr[0] == '-' || t.ptr[0] == '?' || t.ptr[0] == ':') &&
          (t.len == 1 || is_space(t.ptr[1]))))
-        return invalid(msg, msglen, "unsupported YAML '%s' (quote the item)", t);
+        return invalid(msg, msglen, "unsupported YAML '%s' (quote the item)", RULES_SHOWN(t));
     for (i = 1; i < t.len; i++) {
         if (t.ptr[i] == '#' && is_space(t.ptr[i - 1])) {
             t = trim(mem_slice(t.ptr, i));
@@ -181,7 +179,8 @@ yaml_scalar(struct mem_slice t, struct mem_slice *out, char *msg, size_t msglen)
     }
     for (i = 0; i < t.len; i++) {
         if (t.ptr[i] == ':' && (i + 1 == t.len || is_space(t.ptr[i + 1])))
-            return invalid(msg, msglen, "YAML mapping in a payload list: '%s' (quote the item)", t);
+            return invalid(msg, msglen, "YAML mapping in a payload list: '%s' (quote the item)",
+                           RULES_SHOWN(t));
     }
     *out = t;
     return ITEM;
@@ -196,9 +195,10 @@ yaml_line(struct cursor *c, struct mem_slice raw, struct mem_slice t, struct mem
 
     if (yaml_key(raw, &name, &rest)) {
         if (!list_key(name))
-            return invalid(msg, msglen, "unsupported YAML key '%s' (only 'payload:')", name);
+            return invalid(msg, msglen, "unsupported YAML key '%s' (only 'payload:')",
+                           RULES_SHOWN(name));
         if (c->in_list)
-            return invalid(msg, msglen, "a second '%s:' list", name);
+            return invalid(msg, msglen, "a second '%s:' list", RULES_SHOWN(name));
         c->in_list = 1;
         if (rest.len == 0 || rest.ptr[0] == '#')
             return SKIP;
@@ -207,22 +207,23 @@ yaml_line(struct cursor *c, struct mem_slice raw, struct mem_slice t, struct mem
             c->flow_empty = 1;
             return SKIP;
         }
-        return invalid(msg, msglen, "unsupported YAML after the key: '%s'", rest);
+        return invalid(msg, msglen, "unsupported YAML after the key: '%s'", RULES_SHOWN(rest));
     }
     if (!c->in_list)
-        return invalid(msg, msglen, "expected 'payload:' before '%s'", t);
+        return invalid(msg, msglen, "expected 'payload:' before '%s'", RULES_SHOWN(t));
     while (indent < raw.len && raw.ptr[indent] == ' ')
         indent++;
     if (raw.ptr[indent] == '\t')
-        return invalid(msg, msglen, "tab in the YAML indentation of '%s'", t);
+        return invalid(msg, msglen, "tab in the YAML indentation of '%s'", RULES_SHOWN(t));
     if (t.ptr[0] != '-' || (t.len > 1 && !is_space(t.ptr[1])))
-        return invalid(msg, msglen, "expected a '- ' list item, got '%s'", t);
+        return invalid(msg, msglen, "expected a '- ' list item, got '%s'", RULES_SHOWN(t));
     if (c->flow_empty)
-        return invalid(msg, msglen, "list item after 'payload: []': '%s'", t);
+        return invalid(msg, msglen, "list item after 'payload: []': '%s'", RULES_SHOWN(t));
     if (c->indent == SIZE_MAX)
         c->indent = indent;
     if (indent != c->indent)
-        return invalid(msg, msglen, "list item indented unlike the first one: '%s'", t);
+        return invalid(msg, msglen, "list item indented unlike the first one: '%s'",
+                       RULES_SHOWN(t));
     return yaml_scalar(trim(mem_slice(t.ptr + 1, t.len - 1)), out, msg, msglen);
 }
 
@@ -241,9 +242,10 @@ next(struct cursor *c, struct mem_slice *out, char *msg, size_t msglen)
                 return invalid(msg, msglen,
                                "YAML '%s:' in a text-only list (load it as "
                                "classical, domain or ipcidr)",
-                               name);
+                               RULES_SHOWN(name));
             if (t.ptr[0] == '-' && (t.len == 1 || is_space(t.ptr[1])))
-                return invalid(msg, msglen, "YAML list item without a 'payload:' key: '%s'", t);
+                return invalid(msg, msglen, "YAML list item without a 'payload:' key: '%s'",
+                               RULES_SHOWN(t));
             *out = strip_comment(t);
             return ITEM;
         }

@@ -4,6 +4,7 @@
  * list.c has already dropped comments, blank lines and YAML syntax. */
 
 #include <arpa/inet.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -99,27 +100,30 @@ rtrim(struct mem_slice s)
     return s;
 }
 
-/* |fmt| holds one %s for the offending value and may hold a second for
- * |extra|. The value is clipped and its control bytes masked: messages end
- * up in logs. */
-static int
-fail(char *msg, size_t msglen, const char *fmt, struct mem_slice v, const char *extra)
+const char *
+rules_list_shown(struct mem_slice v, char *buf)
 {
-    char shown[72];
     size_t i, n = v.len < 64 ? v.len : 64;
+
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v.ptr[i];
+        buf[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    memcpy(buf + n, v.len > n ? "..." : "", v.len > n ? 4 : 1);
+    return buf;
+}
+
+/* Values in messages go through RULES_SHOWN(): messages end up in logs. */
+static int __attribute__((format(printf, 3, 4)))
+fail(char *msg, size_t msglen, const char *fmt, ...)
+{
+    va_list ap;
 
     if (msg == NULL)
         return -1;
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)v.ptr[i];
-        shown[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
-    }
-    if (v.len > n) {
-        memcpy(shown + n, "...", 3);
-        n += 3;
-    }
-    shown[n] = '\0';
-    snprintf(msg, msglen, fmt, shown, extra ? extra : "");
+    va_start(ap, fmt);
+    vsnprintf(msg, msglen, fmt, ap);
+    va_end(ap);
     return -1;
 }
 
@@ -140,13 +144,13 @@ split_fields(struct mem_slice line, struct mem_slice *f, size_t *nf, char *msg, 
             const char *q = memchr(p + 1, *p, (size_t)(end - p - 1));
 
             if (q == NULL)
-                return fail(msg, msglen, "unterminated quote in '%s'", line, NULL);
+                return fail(msg, msglen, "unterminated quote in '%s'", RULES_SHOWN(line));
             v = mem_slice(p + 1, (size_t)(q - p - 1));
             p = q + 1;
             while (p < end && is_space(*p))
                 p++;
             if (p < end && *p != ',')
-                return fail(msg, msglen, "text after a closing quote in '%s'", line, NULL);
+                return fail(msg, msglen, "text after a closing quote in '%s'", RULES_SHOWN(line));
         } else {
             const char *s = p;
 
@@ -155,7 +159,7 @@ split_fields(struct mem_slice line, struct mem_slice *f, size_t *nf, char *msg, 
             v = rtrim(mem_slice(s, (size_t)(p - s)));
         }
         if (*nf == MAX_FIELDS)
-            return fail(msg, msglen, "too many fields in '%s'", line, NULL);
+            return fail(msg, msglen, "too many fields in '%s'", RULES_SHOWN(line));
         f[(*nf)++] = v;
         if (p >= end || *p != ',')
             return 0;
@@ -325,11 +329,11 @@ parse_ports(struct mem_slice v, struct rules_entry *out, size_t max, char *msg, 
         struct mem_slice item = mem_slice(p, (size_t)((slash ? slash : end) - p));
 
         if (n == max)
-            return fail(msg, msglen, "too many port ranges in '%s'", v, NULL);
+            return fail(msg, msglen, "too many port ranges in '%s'", RULES_SHOWN(v));
         out[n] = out[0];
         out[n].value = item;
         if (port_range(item, &out[n]) != 0)
-            return fail(msg, msglen, "bad port '%s'", item, NULL);
+            return fail(msg, msglen, "bad port '%s'", RULES_SHOWN(item));
         n++;
         if (slash == NULL)
             return (int)n;
@@ -348,40 +352,40 @@ rule_value(struct rules_entry *out, size_t max, char *msg, size_t msglen)
     case RULES_T_DOMAIN:
     case RULES_T_DOMAIN_SUFFIX:
         if (!domain_ok(v, NAME))
-            return fail(msg, msglen, "bad domain '%s'", v, NULL);
+            return fail(msg, msglen, "bad domain '%s'", RULES_SHOWN(v));
         return 1;
     case RULES_T_DOMAIN_WILDCARD:
         if (!domain_ok(v, WILD_SURGE))
-            return fail(msg, msglen, "bad wildcard '%s'", v, NULL);
+            return fail(msg, msglen, "bad wildcard '%s'", RULES_SHOWN(v));
         return 1;
     case RULES_T_DOMAIN_KEYWORD:
         if (!printable(v, 0))
-            return fail(msg, msglen, "bad keyword '%s'", v, NULL);
+            return fail(msg, msglen, "bad keyword '%s'", RULES_SHOWN(v));
         return 1;
     case RULES_T_IP_CIDR:
     case RULES_T_SRC_IP_CIDR:
         if (parse_cidr(v, &out[0]) != 0)
-            return fail(msg, msglen, "bad CIDR '%s'", v, NULL);
+            return fail(msg, msglen, "bad CIDR '%s'", RULES_SHOWN(v));
         return 1;
     case RULES_T_DST_PORT:
     case RULES_T_SRC_PORT:
         return parse_ports(v, out, max, msg, msglen);
     case RULES_T_NETWORK:
         if (!mem_slice_ieq(v, "tcp") && !mem_slice_ieq(v, "udp"))
-            return fail(msg, msglen, "bad network '%s' (tcp or udp)", v, NULL);
+            return fail(msg, msglen, "bad network '%s' (tcp or udp)", RULES_SHOWN(v));
         return 1;
     case RULES_T_GEOIP:
         /* Country codes, and mihomo's names such as "private" or "lan". */
         if (v.len > 32 || !word(v, "-_"))
-            return fail(msg, msglen, "bad country '%s'", v, NULL);
+            return fail(msg, msglen, "bad country '%s'", RULES_SHOWN(v));
         return 1;
     case RULES_T_IP_ASN:
         if (decimal(v.ptr, v.len, 0xffffffffULL, &asn) != 0)
-            return fail(msg, msglen, "bad ASN '%s'", v, NULL);
+            return fail(msg, msglen, "bad ASN '%s'", RULES_SHOWN(v));
         return 1;
     default: /* regexes and process names: free text, compiled or compared later */
         if (!printable(v, 1))
-            return fail(msg, msglen, "bad value '%s'", v, NULL);
+            return fail(msg, msglen, "bad value '%s'", RULES_SHOWN(v));
         return 1;
     }
 }
@@ -395,7 +399,7 @@ rule_option(struct rules_entry *out, int n, unsigned flags, struct mem_slice o, 
 
     if (mem_slice_ieq(o, "no-resolve")) {
         if (!(flags & T_IP))
-            return fail(msg, msglen, "option '%s' does not apply to %s", o, name);
+            return fail(msg, msglen, "option '%s' does not apply to %s", RULES_SHOWN(o), name);
         for (i = 0; i < n; i++)
             out[i].options |= RULES_OPT_NO_RESOLVE;
         return 0;
@@ -404,21 +408,21 @@ rule_option(struct rules_entry *out, int n, unsigned flags, struct mem_slice o, 
      * sniffed name anyway, and the entry has no bit for it. */
     if (mem_slice_ieq(o, "extended-matching")) {
         if (!(flags & T_DOMAIN))
-            return fail(msg, msglen, "option '%s' does not apply to %s", o, name);
+            return fail(msg, msglen, "option '%s' does not apply to %s", RULES_SHOWN(o), name);
         return 0;
     }
     /* mihomo: "IP-CIDR,...,src" matches the source address. */
     if (mem_slice_ieq(o, "src")) {
         if (out[0].type != RULES_T_IP_CIDR && out[0].type != RULES_T_SRC_IP_CIDR)
-            return fail(msg, msglen, "option '%s' does not apply to %s", o, name);
+            return fail(msg, msglen, "option '%s' does not apply to %s", RULES_SHOWN(o), name);
         out[0].type = RULES_T_SRC_IP_CIDR;
         return 0;
     }
     if (o.len == 0)
-        return fail(msg, msglen, "empty option after %s%s", o, name);
+        return fail(msg, msglen, "empty option after %s", name);
     return fail(msg, msglen,
-                "unknown option '%s' (a rule list has no policy; quote values with commas)", o,
-                NULL);
+                "unknown option '%s' (a rule list has no policy; quote values with commas)",
+                RULES_SHOWN(o));
 }
 
 static int
@@ -433,15 +437,15 @@ rule_line(struct mem_slice line, struct rules_entry *out, size_t max, char *msg,
     for (t = 0; t < COUNT(types) && !mem_slice_ieq(f[0], types[t].name); t++)
         ;
     if (one_of(f[0], forbidden, COUNT(forbidden)))
-        return fail(msg, msglen, "'%s' cannot appear in a rule list", f[0], NULL);
+        return fail(msg, msglen, "'%s' cannot appear in a rule list", RULES_SHOWN(f[0]));
     if (t == COUNT(types) && nf == 1)
-        return fail(msg, msglen, "expected TYPE,VALUE, got '%s'", f[0], NULL);
+        return fail(msg, msglen, "expected TYPE,VALUE, got '%s'", RULES_SHOWN(f[0]));
     if (one_of(f[0], unsupported, COUNT(unsupported)))
-        return fail(msg, msglen, "unsupported rule type '%s'", f[0], NULL);
+        return fail(msg, msglen, "unsupported rule type '%s'", RULES_SHOWN(f[0]));
     if (t == COUNT(types))
-        return fail(msg, msglen, "unknown rule type '%s'", f[0], NULL);
+        return fail(msg, msglen, "unknown rule type '%s'", RULES_SHOWN(f[0]));
     if (nf < 2 || f[1].len == 0)
-        return fail(msg, msglen, "missing value after '%s'", f[0], NULL);
+        return fail(msg, msglen, "missing value after '%s'", RULES_SHOWN(f[0]));
     out[0].type = types[t].type;
     out[0].value = f[1];
     n = rule_value(out, max, msg, msglen);
@@ -464,10 +468,11 @@ domain_set_line(struct mem_slice v, struct rules_entry *e, char *msg, size_t msg
     if (domain_ok(e->value, NAME))
         return 1;
     if (memchr(v.ptr, ',', v.len))
-        return fail(msg, msglen, "bad domain '%s' (a TYPE,VALUE line: a surge list?)", v, NULL);
+        return fail(msg, msglen, "bad domain '%s' (a TYPE,VALUE line: a surge list?)",
+                    RULES_SHOWN(v));
     if (memchr(v.ptr, '*', v.len) || (v.len > 1 && v.ptr[0] == '+'))
-        return fail(msg, msglen, "bad domain '%s' (Clash syntax: a domain list?)", v, NULL);
-    return fail(msg, msglen, "bad domain '%s'", v, NULL);
+        return fail(msg, msglen, "bad domain '%s' (Clash syntax: a domain list?)", RULES_SHOWN(v));
+    return fail(msg, msglen, "bad domain '%s'", RULES_SHOWN(v));
 }
 
 /* Clash domain behaviour, as mihomo's domain trie reads it: "+.a.com" is
@@ -492,11 +497,12 @@ clash_domain_line(struct mem_slice v, struct rules_entry *e, char *msg, size_t m
                                          : domain_ok(e->value, NAME))
         return 1;
     if (skip > 0 && memchr(e->value.ptr, '*', e->value.len))
-        return fail(msg, msglen, "unsupported pattern '%s' ('*' after '%s')", v,
+        return fail(msg, msglen, "unsupported pattern '%s' ('*' after '%s')", RULES_SHOWN(v),
                     skip == 2 ? "+." : ".");
     if (memchr(v.ptr, ',', v.len))
-        return fail(msg, msglen, "bad domain '%s' (a TYPE,VALUE line: a classical list?)", v, NULL);
-    return fail(msg, msglen, "bad domain '%s'", v, NULL);
+        return fail(msg, msglen, "bad domain '%s' (a TYPE,VALUE line: a classical list?)",
+                    RULES_SHOWN(v));
+    return fail(msg, msglen, "bad domain '%s'", RULES_SHOWN(v));
 }
 
 int
@@ -513,6 +519,6 @@ rules_list_line_parse(enum rules_format fmt, struct mem_slice text, struct rules
         return clash_domain_line(text, &out[0], msg, msglen);
     out[0].type = RULES_T_IP_CIDR; /* RULES_FORMAT_CLASH_IPCIDR: list.c never passes AUTO */
     if (parse_cidr(text, &out[0]) != 0)
-        return fail(msg, msglen, "bad CIDR '%s'", text, NULL);
+        return fail(msg, msglen, "bad CIDR '%s'", RULES_SHOWN(text));
     return 1;
 }

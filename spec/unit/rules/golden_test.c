@@ -35,7 +35,7 @@ struct dump {
     size_t len, cap;
 };
 
-static void
+static void __attribute__((format(printf, 2, 3)))
 put(struct dump *d, const char *fmt, ...)
 {
     va_list ap;

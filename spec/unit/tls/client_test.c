@@ -39,7 +39,7 @@ static struct {
     struct server dns, ip, tls13;
 } E;
 
-static int
+static int __attribute__((format(printf, 1, 2)))
 sh(const char *fmt, ...)
 {
     char cmd[2048];
