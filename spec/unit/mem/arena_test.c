@@ -13,29 +13,10 @@
 
 #include <cmocka.h>
 
-static int mallocs, frees, fail_after = -1;
+#include "../fail_malloc.h"
 
-static void *
-counted_malloc(size_t n)
-{
-    if (fail_after == 0)
-        return NULL;
-    if (fail_after > 0)
-        fail_after--;
-    mallocs++;
-    return malloc(n);
-}
-
-static void
-counted_free(void *p)
-{
-    if (p != NULL)
-        frees++;
-    free(p);
-}
-
-#define malloc(n) counted_malloc(n)
-#define free(p) counted_free(p)
+#define malloc(n) fm_malloc(n)
+#define free(p) fm_free(p)
 #include "../../../core/mem/arena.c"
 #undef malloc
 #undef free
@@ -43,8 +24,7 @@ counted_free(void *p)
 static int
 setup(void **state)
 {
-    mallocs = frees = 0;
-    fail_after = -1;
+    fm_reset();
     return 0;
 }
 
@@ -57,7 +37,7 @@ test_empty(void **state)
     assert_int_equal(mem_arena_bytes(&a), 0);
     mem_arena_reset(&a);
     mem_arena_fini(&a);
-    assert_int_equal(mallocs, 0);
+    assert_int_equal(fm_mallocs, 0);
 }
 
 /* Small allocations share one chunk, come out aligned and do not overlap. */
@@ -75,7 +55,7 @@ test_bump(void **state)
         assert_int_equal((uintptr_t)p[i] % ALIGN, 0);
         memset(p[i], (int)i, i % 7 + 1);
     }
-    assert_int_equal(mallocs, 1);
+    assert_int_equal(fm_mallocs, 1);
     assert_int_equal(mem_arena_bytes(&a), CHUNK_BYTES);
     for (i = 0; i < 64; i++)
         for (size_t k = 0; k < i % 7 + 1; k++)
@@ -83,7 +63,7 @@ test_bump(void **state)
     /* n == 0 is a valid pointer, and still aligned. */
     assert_non_null(mem_arena_alloc(&a, 0));
     mem_arena_fini(&a);
-    assert_int_equal(frees, mallocs);
+    assert_int_equal(fm_frees, fm_mallocs);
 }
 
 /* A full chunk starts a new one; the last byte of a chunk is usable. */
@@ -101,18 +81,18 @@ test_chunk_fill(void **state)
         memset(q, 0xab, n);
         got += n;
     }
-    assert_int_equal(mallocs, 1);
+    assert_int_equal(fm_mallocs, 1);
     if (got < CHUNK_BYTES) {
         q = mem_arena_alloc(&a, CHUNK_BYTES - got);
         assert_non_null(q);
         q[CHUNK_BYTES - got - 1] = 1; /* the chunk's last byte (ASan checks) */
-        assert_int_equal(mallocs, 1);
+        assert_int_equal(fm_mallocs, 1);
     }
     assert_non_null(mem_arena_alloc(&a, 1));
-    assert_int_equal(mallocs, 2);
+    assert_int_equal(fm_mallocs, 2);
     assert_int_equal(mem_arena_bytes(&a), 2 * CHUNK_BYTES);
     mem_arena_fini(&a);
-    assert_int_equal(frees, 2);
+    assert_int_equal(fm_frees, 2);
 }
 
 /* Over a quarter chunk: a block of its own, the chunk left as it was. */
@@ -130,7 +110,7 @@ test_large(void **state)
     memset(big, 0x5a, LARGE_OVER + 1);
     after = mem_arena_alloc(&a, 16);
     assert_ptr_equal(after, small + 16); /* the chunk went on bumping */
-    assert_int_equal(mallocs, 2);
+    assert_int_equal(fm_mallocs, 2);
     assert_int_equal(mem_arena_bytes(&a), CHUNK_BYTES + LARGE_OVER + 1);
     big = mem_arena_alloc(&a, 1 << 20);
     assert_non_null(big);
@@ -138,9 +118,9 @@ test_large(void **state)
     /* Absurd sizes fail without touching the arena. */
     assert_null(mem_arena_alloc(&a, SIZE_MAX));
     assert_null(mem_arena_alloc(&a, SIZE_MAX - 8));
-    assert_int_equal(mallocs, 3);
+    assert_int_equal(fm_mallocs, 3);
     mem_arena_fini(&a);
-    assert_int_equal(frees, 3);
+    assert_int_equal(fm_frees, 3);
 }
 
 static void
@@ -177,7 +157,7 @@ test_copies(void **state)
         assert_string_equal(s, big);
     }
     mem_arena_fini(&a);
-    assert_int_equal(frees, mallocs);
+    assert_int_equal(fm_frees, fm_mallocs);
 }
 
 /* Reset frees everything but the first chunk and starts it over: a
@@ -194,26 +174,26 @@ test_reset_reuse(void **state)
     for (int i = 0; i < 500; i++)
         assert_non_null(mem_arena_alloc(&a, 100));
     assert_non_null(mem_arena_alloc(&a, 10000));
-    assert_true(mallocs > 10);
+    assert_true(fm_mallocs > 10);
     mem_arena_reset(&a);
-    assert_int_equal(frees, mallocs - 1);
+    assert_int_equal(fm_frees, fm_mallocs - 1);
     assert_int_equal(mem_arena_bytes(&a), CHUNK_BYTES);
     assert_ptr_equal(mem_arena_alloc(&a, 32), first);
     mem_arena_reset(&a);
-    warm = mallocs;
+    warm = fm_mallocs;
     for (int r = 0; r < 1000; r++) {
         assert_non_null(mem_arena_strdup(&a, "GET /index.html HTTP/1.1"));
         assert_non_null(mem_arena_alloc(&a, 512));
         mem_arena_reset(&a);
     }
-    assert_int_equal(mallocs, warm);
+    assert_int_equal(fm_mallocs, warm);
     mem_arena_fini(&a);
-    assert_int_equal(frees, mallocs);
+    assert_int_equal(fm_frees, fm_mallocs);
     assert_int_equal(mem_arena_bytes(&a), 0);
     /* An arena fini'ed is an empty one again. */
     assert_non_null(mem_arena_alloc(&a, 8));
     mem_arena_fini(&a);
-    assert_int_equal(frees, mallocs);
+    assert_int_equal(fm_frees, fm_mallocs);
 }
 
 /* Every malloc the arena makes, failed in turn: NULL comes back, what was
@@ -225,8 +205,8 @@ test_malloc_failures(void **state)
         struct mem_arena a;
         int failed = 0;
 
-        mallocs = frees = 0;
-        fail_after = k;
+        fm_reset();
+        fm_fail_after = k;
         mem_arena_init(&a);
         for (int i = 0; i < 40 && !failed; i++) {
             char *s = i % 5 == 4 ? mem_arena_alloc(&a, 2000) : mem_arena_alloc(&a, 400);
@@ -247,10 +227,10 @@ test_malloc_failures(void **state)
             assert_null(mem_arena_memdup(&a, big, sizeof(big)));
             assert_null(mem_arena_slice(&a, mem_slice(big, sizeof(big))).ptr);
         }
-        fail_after = -1;
+        fm_fail_after = -1;
         assert_non_null(mem_arena_strdup(&a, "x"));
         mem_arena_fini(&a);
-        assert_int_equal(frees, mallocs);
+        assert_int_equal(fm_frees, fm_mallocs);
     }
 }
 
