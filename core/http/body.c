@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "http/http_int.h"
 
 #define CHUNK_LINE_MAX 4096 /* chunk-size line or trailer line, CRLF excluded */
 
@@ -28,14 +29,6 @@ enum {
     CH_END_LF,     /* LF of the final CRLF */
     CH_ERROR,      /* sticky: the stream is unframeable from here on */
 };
-
-static int
-is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return 1;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
 
 /* HT, SP, VCHAR and obs-text: what may sit in extensions and field values. */
 static int
@@ -109,7 +102,7 @@ te_element(struct mem_slice e, void *arg)
     if (name.len == 0 || te->chunked_last)
         return HTTP_ERR_BAD;
     for (i = 0; i < name.len; i++)
-        if (!is_tchar((unsigned char)name.ptr[i]))
+        if (!http_is_tchar((unsigned char)name.ptr[i]))
             return HTTP_ERR_BAD;
     te->present = 1;
     te->chunked_last = mem_slice_ieq(name, "chunked");
@@ -302,7 +295,7 @@ feed_chunked(struct http_body *body, const char *buf, size_t len)
             /* A leading SP/HT would be obs-fold: refused as in heads. */
             if (c == '\r')
                 body->state = CH_END_LF;
-            else if (is_tchar(c) && line_grow(body))
+            else if (http_is_tchar(c) && line_grow(body))
                 body->state = CH_TRAILER_NAME;
             else
                 return chunk_fail(body);
@@ -310,7 +303,7 @@ feed_chunked(struct http_body *body, const char *buf, size_t len)
         case CH_TRAILER_NAME:
             if (c == ':')
                 body->state = CH_TRAILER_VALUE;
-            else if (!is_tchar(c))
+            else if (!http_is_tchar(c))
                 return chunk_fail(body);
             if (!line_grow(body))
                 return chunk_fail(body);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "http/http_int.h"
 
 struct scan {
     const char *buf;
@@ -14,15 +15,6 @@ struct scan {
     size_t len; /* bytes the caller has */
     size_t pos;
 };
-
-/* Header names and methods are tokens (RFC 9110 §5.6.2). */
-static int
-is_tchar(unsigned char c)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return 1;
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
 
 static int
 is_ctl(unsigned char c)
@@ -76,7 +68,7 @@ take_token(struct scan *s, char stop, struct mem_slice *out)
             s->pos++;
             return 0;
         }
-        if (!is_tchar(c))
+        if (!http_is_tchar(c))
             return HTTP_ERR_BAD;
     }
     return starved(s);
@@ -306,7 +298,7 @@ http_header_find(const struct http_header *h, size_t n, const char *name)
 /* Connection is a comma-separated list and may be repeated (RFC 9110 §7.6.1);
  * elements are compared whole, so "upgraded" does not match "upgrade". */
 int
-http_connection_has(const struct http_header *h, size_t n, const char *token)
+http_connection_lists(const struct http_header *h, size_t n, struct mem_slice token)
 {
     size_t i;
 
@@ -326,10 +318,16 @@ http_connection_has(const struct http_header *h, size_t n, const char *token)
                 a++;
             while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
                 b--;
-            if (mem_slice_ieq(mem_slice(a, (size_t)(b - a)), token))
+            if ((size_t)(b - a) == token.len && strncasecmp(a, token.ptr, token.len) == 0)
                 return 1;
             p = comma ? comma + 1 : end;
         }
     }
     return 0;
+}
+
+int
+http_connection_has(const struct http_header *h, size_t n, const char *token)
+{
+    return http_connection_lists(h, n, mem_slice(token, strlen(token)));
 }

@@ -22,6 +22,8 @@ const struct http_header *http_header_find(const struct http_header *h, size_t n
 
 /* True if a Connection header lists |token| (case-insensitive, comma-separated). */
 int http_connection_has(const struct http_header *h, size_t n, const char *token);
+/* The same for a token that is a slice (a header name), of any length. */
+int http_connection_lists(const struct http_header *h, size_t n, struct mem_slice token);
 
 /* Sets up |body| for the request |req|: chunked if Transfer-Encoding's last
  * coding is "chunked", else Content-Length, else none. Returns 0, or
