@@ -130,7 +130,7 @@ test_log_lines(void **state)
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
     e->tun = tun_attach_fd(sv[0], 1500, 8);
-    e->udp = flow_udp_new(e);
+    e->udp = flow_udp_new(&e->fenv, e->tun);
     assert_non_null(e->tun);
     assert_non_null(e->udp);
     e->dp.drops[1] = 3;
