@@ -26,7 +26,7 @@
 
 #include "flow/flow.h"
 #include "outbound/proxy.h"
-#include "outbound/stream.h"
+#include "io/io.h"
 #include "outbound/udp_int.h"
 #include "fuzz.h"
 
@@ -38,7 +38,7 @@
 #define MAX_FRAMES 1024
 
 struct fake {
-    struct outbound_stream s;
+    struct io_stream s;
     const uint8_t *in;
     size_t in_len, in_off;
     uint8_t pace;
@@ -51,7 +51,7 @@ struct fake {
 };
 
 static ssize_t
-fake_read(struct outbound_stream *s, void *buf, size_t len)
+fake_read(struct io_stream *s, void *buf, size_t len)
 {
     struct fake *f = (struct fake *)s;
     CHECK(len > 0);
@@ -79,7 +79,7 @@ fake_read(struct outbound_stream *s, void *buf, size_t len)
 }
 
 static ssize_t
-fake_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
+fake_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
 {
     struct fake *f = (struct fake *)s;
     size_t n = 0;
@@ -93,25 +93,30 @@ fake_writev(struct outbound_stream *s, const struct iovec *iov, int iovcnt)
 }
 
 static int
-fake_shutdown(struct outbound_stream *s)
+fake_shutdown(struct io_stream *s)
 {
     abort(); /* the receive and send paths never call it */
 }
 
-static size_t
-fake_pending(const struct outbound_stream *s)
+static void
+fake_read_start(struct io_stream *s)
 {
-    return 0;
 }
 
 static void
-fake_close(struct outbound_stream *s, int reset)
+fake_close(struct io_stream *s, int reset)
 {
     abort();
 }
 
-static const struct outbound_stream_ops fake_ops = {
-    "fake", fake_read, fake_writev, fake_shutdown, fake_pending, fake_close,
+static const struct io_stream_ops fake_ops = {
+    .name = "fake",
+    .read = fake_read,
+    .writev = fake_writev,
+    .shutdown = fake_shutdown,
+    .read_start = fake_read_start,
+    .read_stop = fake_read_start,
+    .close = fake_close,
 };
 
 struct frame {
@@ -254,7 +259,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int last;
     size_t nf = reference(stream, n, &last);
 
-    fk = (struct fake){.s = {.ops = &fake_ops, .fd = -1}, .in = stream, .in_len = n, .pace = pace,
+    fk = (struct fake){.s = {.ops = &fake_ops}, .in = stream, .in_len = n, .pace = pace,
                        .x = 0x9e3779b9u ^ pace};
     u.ctl = &fk.s;
     if (u.rx == NULL)
