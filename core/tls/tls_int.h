@@ -2,8 +2,8 @@
 #define CHUTE_TLS_TLS_INT_H
 
 /* Inside core/tls only: the context behind struct tls_ctx, the trust store
- * loader (trust.c) and the client session cache (session.c). The only
- * folder that includes bearssl.h. */
+ * loader (trust.c), PEM objects (pem.c) and the client session cache
+ * (session.c). The only folder that includes bearssl.h. */
 
 #include <bearssl.h>
 #include <stddef.h>
@@ -68,5 +68,44 @@ void tls_session_put(struct tls_session_cache *c, const char *key, size_t klen,
                      const br_ssl_session_parameters *p);
 void tls_session_forget(struct tls_session_cache *c, const char *key, size_t klen);
 size_t tls_session_count(const struct tls_session_cache *c);
+
+/* ---- PEM (pem.c) ------------------------------------------------------- */
+
+/* A growable byte buffer fed by BearSSL's decoders (|oom| once a growth
+ * failed; later appends are dropped). */
+struct tls_bytes {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;
+};
+void tls_bytes_append(void *ctx, const void *data, size_t len);
+/* Wipes and frees the bytes. */
+void tls_bytes_fini(struct tls_bytes *b);
+
+/* PEM objects out of a byte stream pushed in pieces. |on_obj| gets each
+ * object's banner name and DER (valid during the call); non-zero from it
+ * stops the push with that value. */
+struct tls_pem {
+    br_pem_decoder_context dec;
+    struct tls_bytes der;
+    int in_obj;
+    char name[128];
+    int (*on_obj)(void *arg, const char *name, const unsigned char *der, size_t len);
+    void *arg;
+};
+#define TLS_PEM_MALFORMED (-1)
+#define TLS_PEM_OOM (-2)
+void tls_pem_init(struct tls_pem *p,
+                  int (*on_obj)(void *arg, const char *name, const unsigned char *der, size_t len),
+                  void *arg);
+/* 0, TLS_PEM_MALFORMED, TLS_PEM_OOM or what on_obj returned. */
+int tls_pem_push(struct tls_pem *p, const void *data, size_t len);
+/* After the last push: ends a final line that lacks its newline (the END
+ * banner only counts once terminated). Same results as tls_pem_push. */
+int tls_pem_finish(struct tls_pem *p);
+/* Wipes the object buffer (keys pass through it). */
+void tls_pem_fini(struct tls_pem *p);
+/* 1 if |name| is a certificate banner ("CERTIFICATE", "X509 CERTIFICATE"). */
+int tls_pem_is_cert(const char *name);
 
 #endif
