@@ -1,17 +1,30 @@
 #ifndef CHUTE_TLS_TLS_H
 #define CHUTE_TLS_TLS_H
 
-/* TLS clients for upstream connections (Trojan, https proxies, DoT later)
- * on BearSSL 0.6: TLS 1.2, ECDHE AEAD suites with AES-GCM first,
- * certificates checked against the system trust store (or a CA file),
- * IP-address certificates checked by chute itself (BearSSL matches names
- * only), sessions resumed by ID per (server, port, SNI), close_notify on
- * every clean close. A finished handshake becomes an outbound_stream. */
+/* TLS over any io_stream (a socket, an lwIP connection, a proxy stream,
+ * another TLS stream) on BearSSL 0.6: TLS 1.2 only, ECDHE AEAD suites with
+ * AES-GCM first, close_notify on every clean close.
+ *
+ * Clients (Trojan, https proxies, the MITM's upstream): certificates
+ * checked against the system trust store (or a CA file), IP-address
+ * certificates checked by chute itself (BearSSL matches names only),
+ * sessions resumed by ID per (server, port, SNI).
+ *
+ * A client takes an |inner| stream that is connected and hands back a
+ * TLS stream over it (io/io.h's contract: push readiness, writev takes up
+ * to one record's worth and sends it in the background).
+ * The TLS stream's shutdown ends the data at once but sends its
+ * close_notify only once the peer has been quiet for 1.5 s (or at close):
+ * BearSSL 0.6 drops what arrives after its own close_notify, so an answer
+ * still on its way would be lost. close(s, 0) sends close_notify and the
+ * last records in the background (10 s at most), then closes |inner|;
+ * close(s, 1) resets |inner| at once.
+ *
+ * Loop thread only; nothing here is thread-safe. */
 
-#include <ev.h>
 #include <stddef.h>
 
-#include "outbound/stream.h"
+#include "io/io.h"
 
 struct tls_ctx;
 struct tls_handshake;
@@ -29,31 +42,39 @@ struct tls_client_opts {
                               * literal; what the certificate must be for */
     const char *sni;         /* NULL: |host| when it is a name, none for an IP */
     unsigned short port;     /* with host+sni, the session cache's key */
-    const char *const *alpn; /* NULL or |nalpn| protocol names */
+    const char *const *alpn; /* NULL or |nalpn| protocol names (copied) */
     size_t nalpn;
     int skip_verify;         /* no certificate check at all (the bundle said so) */
 };
 
-/* |s| is the TLS stream (handshake done; the caller owns it) or NULL with
- * |err| an errno value and |why| a readable reason, e.g. "tls: server
- * requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2 only)", "tls: certificate
- * not trusted", "tls: certificate is for another name", "tls: connection
- * closed during handshake". On failure the socket has been closed. */
-typedef void (*tls_handshake_cb)(void *arg, struct outbound_stream *s, int err, const char *why);
+/* |s| is the TLS stream (handshake done; the caller owns it; its inner is
+ * the transport) or NULL with |err| an errno value and |why| a readable
+ * reason, valid during the call: e.g. "tls: server requires TLS 1.3
+ * (BearSSL 0.6 speaks TLS 1.2 only)", "tls: certificate not trusted",
+ * "tls: certificate is for another name", "tls: connection closed during
+ * handshake". On failure the inner stream has been closed. The stream has
+ * no callbacks yet and is not reading; the caller may close it from inside
+ * this callback. */
+typedef void (*tls_handshake_cb)(void *arg, struct io_stream *s, int err, const char *why);
 
-/* Starts a client handshake over the connected non-blocking socket |fd|
- * (owned from now on). The callback fires exactly once, never from inside
- * this call, unless cancelled. NULL when out of memory (fd closed). */
-struct tls_handshake *tls_client_start(struct tls_ctx *t, struct ev_loop *loop, int fd,
+/* Starts a client handshake over |inner| (owned from now on; the TLS
+ * stream takes over its callbacks and its reading). Fires exactly once,
+ * never from inside this call, unless cancelled. NULL when out of memory
+ * (|inner| closed). |t| must outlive the handshake; |o| and its strings
+ * are copied. */
+struct tls_handshake *tls_client_start(struct tls_ctx *t, struct io_stream *inner,
                                        const struct tls_client_opts *o, tls_handshake_cb cb,
                                        void *arg);
-/* Stops the handshake, closes the socket, frees it; no callback. */
+/* Stops a handshake, closes its inner stream, frees it;
+ * no callback. Not from inside the handshake's own callback (it is gone by
+ * then). */
 void tls_handshake_cancel(struct tls_handshake *h);
 
-/* The protocol ALPN chose ("h2", "http/1.1") for a TLS stream, or NULL. */
-const char *tls_stream_alpn(const struct outbound_stream *s);
+/* The protocol ALPN chose ("h2", "http/1.1") for a TLS stream,
+ * or NULL (none, or not a TLS stream). Lives as long as the stream. */
+const char *tls_stream_alpn(const struct io_stream *s);
 /* 1 if the stream's handshake resumed a cached session. */
-int tls_stream_resumed(const struct outbound_stream *s);
+int tls_stream_resumed(const struct io_stream *s);
 
 struct tls_stats {
     unsigned long long handshakes, resumed, failures, tls13_only;

@@ -1,14 +1,78 @@
 #ifndef CHUTE_TLS_TLS_INT_H
 #define CHUTE_TLS_TLS_INT_H
 
-/* Inside core/tls only: the context behind struct tls_ctx, the trust store
- * loader (trust.c), PEM objects (pem.c) and the client session cache
- * (session.c). The only folder that includes bearssl.h. */
+/* Inside core/tls only: the record pump both roles share (conn.c), the
+ * context behind struct tls_ctx, the trust store loader (trust.c), PEM
+ * objects (pem.c) and the client session cache (session.c). The only
+ * folder that includes bearssl.h. */
 
 #include <bearssl.h>
 #include <stddef.h>
 
 #include "tls/tls.h"
+
+/* ---- the connection both roles share (conn.c) -------------------------- */
+
+struct tls_conn;
+
+/* What differs between client and server; static const, one per role.
+ * Every hook runs from the loop, before the handshake callback. */
+struct tls_conn_role {
+    /* The handshake finished with the session |p| (secret: not kept). */
+    void (*done)(struct tls_conn *c, const br_ssl_session_parameters *p);
+    /* It failed with |err|; the inner stream is about to be closed. */
+    void (*failed)(struct tls_conn *c, int err);
+    /* errno and reason for an engine that closed with |e| during the
+     * handshake; may format into |buf| (it lives until the callback
+     * returns) or defer to tls_conn_reason(). */
+    int (*reason)(int e, char *buf, size_t n, const char **why);
+    /* Frees the whole object (wiping the keys). */
+    void (*destroy)(struct tls_conn *c);
+};
+
+struct tls_conn {
+    struct io_stream s; /* first: handed out as the stream; s.inner is the transport */
+    const struct tls_conn_role *role;
+    br_ssl_engine_context *eng;
+    tls_handshake_cb cb;
+    void *cb_arg;
+    struct io_soon kick; /* the first handshake step; then on_readable for bytes held */
+    ev_timer quiet;      /* after shutdown: close_notify once the peer is quiet */
+    ev_timer linger;     /* closed by the owner: the last records still go out */
+    int err;             /* sticky stream error (errno) */
+    int start_err;       /* a bad option, reported from the loop */
+    const char *start_why;
+    unsigned hs : 1;           /* handshake running */
+    unsigned reading : 1;      /* the owner called read_start */
+    unsigned inner_reading : 1;
+    unsigned wblocked : 1;     /* the inner stream owes us on_drain */
+    unsigned ieof : 1;         /* the inner stream ended */
+    unsigned shut : 1, shut_done : 1, notified : 1; /* notified: our close_notify is queued */
+    unsigned want_drain : 1, lingering : 1, resumed : 1;
+    /* The session ID offered: the engine has no "resumed" getter, a
+     * resumed session keeps its ID. */
+    size_t offered_len;
+    unsigned char offered_id[32];
+    char why[112];
+    unsigned char iobuf[BR_SSL_BUFSIZE_BIDI];
+};
+
+/* Ties |c| (zeroed) to |inner|, whose callbacks it takes over, and
+ * schedules the first handshake step; the role sets up and resets |eng|
+ * before returning to the loop. */
+void tls_conn_start(struct tls_conn *c, const struct tls_conn_role *role,
+                    br_ssl_engine_context *eng, struct io_stream *inner, tls_handshake_cb cb,
+                    void *arg);
+/* Makes the first step report |why| (EINVAL) instead of handshaking. */
+void tls_conn_start_fail(struct tls_conn *c, const char *why);
+/* The reasons every role shares ("connection closed during handshake",
+ * "handshake failed (BearSSL error n)"). */
+int tls_conn_reason(int e, char *buf, size_t n, const char **why);
+extern const char tls_closed_why[];
+/* The TLS stream's struct tls_conn, or NULL for another kind of stream. */
+struct tls_conn *tls_conn_of(const struct io_stream *s);
+
+/* ---- client ------------------------------------------------------------ */
 
 struct tls_session_cache;
 
@@ -68,6 +132,10 @@ void tls_session_put(struct tls_session_cache *c, const char *key, size_t klen,
                      const br_ssl_session_parameters *p);
 void tls_session_forget(struct tls_session_cache *c, const char *key, size_t klen);
 size_t tls_session_count(const struct tls_session_cache *c);
+
+/* 1 when this CPU runs AES-GCM fastest (AES-NI), so AES suites go first;
+ * else ChaCha20 goes first. */
+int tls_aes_first(void);
 
 /* ---- PEM (pem.c) ------------------------------------------------------- */
 
