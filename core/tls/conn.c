@@ -66,6 +66,8 @@ stream_errno(int e)
 static void
 conn_free(struct tls_conn *c)
 {
+    free(c->rec);
+    c->rec = NULL;
     c->role->destroy(c);
 }
 
@@ -121,6 +123,8 @@ send_records(struct tls_conn *c)
 static ssize_t
 read_records(struct tls_conn *c)
 {
+    if (c->peek)
+        return tls_conn_read_first(c);
     size_t len;
     unsigned char *buf = br_ssl_engine_recvrec_buf(c->eng, &len);
     if (buf == NULL)
@@ -554,6 +558,7 @@ tls_conn_start(struct tls_conn *c, const struct tls_conn_role *role, br_ssl_engi
     c->s.inner = inner;
     c->s.loop = inner->loop;
     c->hs = 1;
+    c->peek = role->first_record != NULL;
     io_soon_init(&c->kick, on_kick, c);
     ev_timer_init(&c->quiet, on_quiet, 0, QUIET_CLOSE);
     ev_timer_init(&c->linger, on_linger_timeout, LINGER_MAX, 0);

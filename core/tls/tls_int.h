@@ -3,7 +3,8 @@
 
 /* Inside core/tls only: the record pump both roles share (conn.c), the
  * context behind struct tls_ctx, the trust store loader (trust.c), PEM
- * objects (pem.c) and the client session cache (session.c). The only
+ * objects (pem.c), the client session cache (session.c), the server's
+ * configuration (server.c) and its ClientHello check (hello.c). The only
  * folder that includes bearssl.h. */
 
 #include <bearssl.h>
@@ -26,6 +27,10 @@ struct tls_conn_role {
      * handshake; may format into |buf| (it lives until the callback
      * returns) or defer to tls_conn_reason(). */
     int (*reason)(int e, char *buf, size_t n, const char **why);
+    /* NULL, or called once with the first record the peer sent (header
+     * included, whole unless |len| < 5 + its length) before the engine
+     * sees any of it: the server reads the ClientHello there. */
+    void (*first_record)(struct tls_conn *c, const unsigned char *rec, size_t len);
     /* Frees the whole object (wiping the keys). */
     void (*destroy)(struct tls_conn *c);
 };
@@ -49,8 +54,13 @@ struct tls_conn {
     unsigned ieof : 1;         /* the inner stream ended */
     unsigned shut : 1, shut_done : 1, notified : 1; /* notified: our close_notify is queued */
     unsigned want_drain : 1, lingering : 1, resumed : 1;
-    /* The session ID offered: the engine has no "resumed" getter, a
-     * resumed session keeps its ID. */
+    /* The first record, held until it is whole (first_record only). */
+    unsigned peek : 1;
+    unsigned char hdr[5];
+    unsigned char *rec;
+    size_t rec_have, rec_len;
+    /* The session ID offered (client) or asked for (server): the engine
+     * has no "resumed" getter, a resumed session keeps its ID. */
     size_t offered_len;
     unsigned char offered_id[32];
     char why[112];
@@ -63,6 +73,10 @@ struct tls_conn {
 void tls_conn_start(struct tls_conn *c, const struct tls_conn_role *role,
                     br_ssl_engine_context *eng, struct io_stream *inner, tls_handshake_cb cb,
                     void *arg);
+/* hello.c: reads the first record from the inner stream, as io_read,
+ * holding it until it is whole (or is no sane handshake record), then
+ * shows it to role->first_record and hands it to the engine. */
+ssize_t tls_conn_read_first(struct tls_conn *c);
 /* Makes the first step report |why| (EINVAL) instead of handshaking. */
 void tls_conn_start_fail(struct tls_conn *c, const char *why);
 /* The reasons every role shares ("connection closed during handshake",
@@ -175,5 +189,43 @@ int tls_pem_finish(struct tls_pem *p);
 void tls_pem_fini(struct tls_pem *p);
 /* 1 if |name| is a certificate banner ("CERTIFICATE", "X509 CERTIFICATE"). */
 int tls_pem_is_cert(const char *name);
+
+/* ---- server (server.c, hello.c) ---------------------------------------- */
+
+#define TLS_SERVER_ALPN_MAX 4
+
+/* Reads the first record a client sent, before BearSSL does: 1 when a
+ * resumed handshake is safe (the ClientHello carries no ALPN, or one name
+ * in |names| that it also offers), 0 when not, or when |rec| is no
+ * complete and well-formed ClientHello in one record (fail closed).
+ * |id|/|idlen| get the session ID it asks to resume (idlen 0: none). */
+int tls_hello_resume_ok(const unsigned char *rec, size_t len, const char *const *names,
+                        size_t nnames, unsigned char id[32], size_t *idlen);
+
+/* The session cache, wrapping BearSSL's LRU: load() refuses (a full
+ * handshake follows) unless the connection's ClientHello passed
+ * tls_hello_resume_ok. */
+struct tls_server_cache {
+    const br_ssl_session_cache_class *vtable; /* first */
+    br_ssl_session_cache_lru lru;
+};
+
+struct tls_server_cfg {
+    unsigned refs; /* the owner's, plus one per connection */
+    br_x509_certificate *chain;
+    size_t nchain;
+    br_ec_private_key sk;
+    const char *alpn[TLS_SERVER_ALPN_MAX];
+    size_t nalpn;
+    struct tls_server_cache cache;
+    unsigned char *cache_store;
+    struct tls_server_stats stats;
+};
+
+/* A configuration from a DER chain (leaf first) and the leaf's P-256
+ * private key, both copied; NULL with |err| naming the problem (the key is
+ * not P-256, it does not match the certificate, ...). For the minting. */
+struct tls_server_cfg *tls_server_cfg_new(const br_x509_certificate *chain, size_t nchain,
+                                          const br_ec_private_key *sk, char *err, size_t errlen);
 
 #endif

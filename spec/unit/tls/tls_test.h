@@ -262,6 +262,31 @@ tt_ctx(const char *pem)
     return t;
 }
 
+/* A server configuration from TT.dir's |cert|.pem and |key|; NULL with
+ * the reason in |err|. */
+static TT_UNUSED struct tls_server_cfg *
+tt_cfg(const char *cert, const char *key, char *err, size_t errlen)
+{
+    char *c = tt_read(cert, NULL), *k = tt_read(key, NULL);
+    struct tls_server_cfg *cfg = tls_server_cfg_new_pem(c, k, err, errlen);
+    free(c);
+    free(k);
+    return cfg;
+}
+
+static TT_UNUSED void
+tt_expect_stats(const struct tls_server_cfg *cfg, unsigned long long handshakes,
+                unsigned long long resumed, unsigned long long failures,
+                unsigned long long resume_refused)
+{
+    struct tls_server_stats st;
+    tls_server_cfg_stats(cfg, &st);
+    assert_int_equal(st.handshakes, handshakes);
+    assert_int_equal(st.resumed, resumed);
+    assert_int_equal(st.failures, failures);
+    assert_int_equal(st.resume_refused, resume_refused);
+}
+
 static TT_UNUSED double
 tt_now_ms(void)
 {
@@ -331,6 +356,17 @@ tt_client(struct tls_ctx *t, struct io_stream *inner, const struct tls_client_op
     tt_in_call = 0;
     assert_non_null(h);
     assert_false(r->done); /* never from inside the call */
+    return h;
+}
+
+static TT_UNUSED struct tls_handshake *
+tt_server(struct tls_server_cfg *cfg, struct io_stream *inner, struct tt_hs *r)
+{
+    tt_in_call = 1;
+    struct tls_handshake *h = tls_server_start(cfg, inner, tt_on_hs, r);
+    tt_in_call = 0;
+    assert_non_null(h);
+    assert_false(r->done);
     return h;
 }
 
