@@ -1,15 +1,34 @@
 #ifndef CHUTE_TLS_TLS_H
 #define CHUTE_TLS_TLS_H
 
-/* TLS clients for upstream connections (Trojan, https proxies, DoT later)
- * on BearSSL 0.6: TLS 1.2, ECDHE AEAD suites with AES-GCM first,
- * certificates checked against the system trust store (or a CA file),
- * IP-address certificates checked by chute itself (BearSSL matches names
- * only), sessions resumed by ID per (server, port, SNI), close_notify on
- * every clean close. TLS runs over any inner io_stream (a socket, a proxy
- * stream, another TLS stream); a finished handshake is an io_stream. */
+/* TLS over any io_stream (a socket, an lwIP connection, a proxy stream,
+ * another TLS stream) on BearSSL 0.6: TLS 1.2 only, ECDHE AEAD suites with
+ * AES-GCM first, close_notify on every clean close.
+ *
+ * Clients (Trojan, https proxies, the MITM's upstream): certificates
+ * checked against the system trust store (or a CA file), IP-address
+ * certificates checked by chute itself (BearSSL matches names only),
+ * sessions resumed by ID per (server, port, SNI).
+ *
+ * Servers (the MITM's client side): one P-256 certificate chain per
+ * configuration, ALPN h2 then http/1.1 in the server's preference,
+ * ECDHE-ECDSA AEAD suites, sessions resumed by ID from a cache per
+ * configuration, except when the ClientHello's ALPN shares no name with
+ * ours (BearSSL 0.6 crashes on that resumption; chute reads the ClientHello
+ * first and makes that handshake a full one, which ends in alert 120).
+ *
+ * Both roles take an |inner| stream that is connected (or accepted) and
+ * hand back a TLS stream over it (io/io.h's contract: push readiness,
+ * writev takes up to one record's worth and sends it in the background).
+ * The TLS stream's shutdown ends the data at once but sends its
+ * close_notify only once the peer has been quiet for 1.5 s (or at close):
+ * BearSSL 0.6 drops what arrives after its own close_notify, so an answer
+ * still on its way would be lost. close(s, 0) sends close_notify and the
+ * last records in the background (10 s at most), then closes |inner|;
+ * close(s, 1) resets |inner| at once.
+ *
+ * Loop thread only; nothing here is thread-safe. */
 
-#include <ev.h>
 #include <stddef.h>
 
 #include "io/io.h"
@@ -17,6 +36,7 @@
 
 struct tls_ctx;
 struct tls_handshake;
+struct tls_server_cfg;
 
 /* Loads the trust anchors of |ca_file| (PEM bundle; NULL: the system's,
  * /etc/ssl/certs/ca-certificates.crt). NULL with |err| naming the file and
@@ -31,32 +51,38 @@ struct tls_client_opts {
                               * literal; what the certificate must be for */
     const char *sni;         /* NULL: |host| when it is a name, none for an IP */
     unsigned short port;     /* with host+sni, the session cache's key */
-    const char *const *alpn; /* NULL or |nalpn| protocol names */
+    const char *const *alpn; /* NULL or |nalpn| protocol names (copied) */
     size_t nalpn;
     int skip_verify;         /* no certificate check at all (the bundle said so) */
 };
 
 /* |s| is the TLS stream (handshake done; the caller owns it; its inner is
  * the transport) or NULL with |err| an errno value and |why| a readable
- * reason, e.g. "tls: server requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2
- * only)", "tls: certificate not trusted", "tls: certificate is for another
- * name", "tls: connection closed during handshake". On failure the inner
- * stream has been closed. */
+ * reason, valid during the call: e.g. "tls: server requires TLS 1.3
+ * (BearSSL 0.6 speaks TLS 1.2 only)", "tls: certificate not trusted",
+ * "tls: certificate is for another name", "tls: connection closed during
+ * handshake". On failure the inner stream has been closed. The stream has
+ * no callbacks yet and is not reading; the caller may close it from inside
+ * this callback. */
 typedef void (*tls_handshake_cb)(void *arg, struct io_stream *s, int err, const char *why);
 
 /* Starts a client handshake over |inner| (owned from now on; the TLS
- * stream takes over its callbacks). The callback fires exactly once, never
- * from inside this call, unless cancelled. NULL when out of memory (|inner|
- * closed). */
+ * stream takes over its callbacks and its reading). Fires exactly once,
+ * never from inside this call, unless cancelled. NULL when out of memory
+ * (|inner| closed). |t| must outlive the handshake; |o| and its strings
+ * are copied. */
 struct tls_handshake *tls_client_start(struct tls_ctx *t, struct io_stream *inner,
                                        const struct tls_client_opts *o, tls_handshake_cb cb,
                                        void *arg);
-/* Stops the handshake, closes the inner stream, frees it; no callback. */
+/* Stops a client or server handshake, closes its inner stream, frees it;
+ * no callback. Not from inside the handshake's own callback (it is gone by
+ * then). */
 void tls_handshake_cancel(struct tls_handshake *h);
 
-/* The protocol ALPN chose ("h2", "http/1.1") for a TLS stream, or NULL. */
+/* The protocol ALPN chose ("h2", "http/1.1") for a TLS stream of either
+ * role, or NULL (none, or not a TLS stream). Lives as long as the stream. */
 const char *tls_stream_alpn(const struct io_stream *s);
-/* 1 if the stream's handshake resumed a cached session. */
+/* 1 if the stream's handshake resumed a cached session (either role). */
 int tls_stream_resumed(const struct io_stream *s);
 
 /* A context's counters, one X(field, key) each (log/counter.h). */
@@ -74,5 +100,41 @@ struct tls_stats {
 /* TLS_STATS as a table over struct tls_stats. */
 extern const struct log_counter tls_counters[];
 void tls_ctx_stats(const struct tls_ctx *t, struct tls_stats *out);
+
+/* ---- server -------------------------------------------------------------- */
+
+/* A server configuration from a PEM certificate chain (leaf first, then
+ * the intermediates; NUL-terminated text) and the leaf's P-256 private key
+ * (PEM "EC PRIVATE KEY" or "PRIVATE KEY"). Both are copied. NULL with |err|
+ * naming the problem, e.g. "tls: certificate chain: no certificate in
+ * it", "tls: certificate key is not EC P-256", "tls: private key does not
+ * match the certificate". Holds a session cache of its own, so a session
+ * only ever resumes with the certificate it was made with. */
+struct tls_server_cfg *tls_server_cfg_new_pem(const char *chain_pem, const char *key_pem,
+                                              char *err, size_t errlen);
+/* Drops the caller's reference: the configuration lives on while
+ * handshakes and streams started from it do, and is freed after the last. */
+void tls_server_cfg_free(struct tls_server_cfg *cfg);
+
+struct tls_server_stats {
+    unsigned long long handshakes, resumed, failures;
+    /* Cached sessions not resumed because the ClientHello's ALPN shares
+     * no name with ours (or could not be read): each became a full
+     * handshake. */
+    unsigned long long resume_refused;
+};
+void tls_server_cfg_stats(const struct tls_server_cfg *cfg, struct tls_server_stats *out);
+
+/* Starts a server handshake over |inner| (owned from now on, as for
+ * tls_client_start) with |cfg|'s certificate. Fires exactly once, never
+ * from inside this call, unless cancelled (tls_handshake_cancel). Reasons
+ * include "tls: client offers no protocol we speak (ALPN)", "tls: client
+ * does not trust our certificate (alert 48)" and, with EPROTONOSUPPORT
+ * (typically a TLS 1.3-only client), "tls: no cipher suite in common with
+ * the client (BearSSL 0.6 speaks TLS 1.2 only)". |cfg| is referenced, not
+ * copied, until the stream is closed. NULL when out of memory (|inner|
+ * closed). */
+struct tls_handshake *tls_server_start(const struct tls_server_cfg *cfg, struct io_stream *inner,
+                                       tls_handshake_cb cb, void *arg);
 
 #endif

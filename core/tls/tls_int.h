@@ -1,14 +1,92 @@
 #ifndef CHUTE_TLS_TLS_INT_H
 #define CHUTE_TLS_TLS_INT_H
 
-/* Inside core/tls only: the context behind struct tls_ctx, the trust store
- * loader (trust.c) and the client session cache (session.c). The only
+/* Inside core/tls only: the record pump both roles share (conn.c), the
+ * context behind struct tls_ctx, the trust store loader (trust.c), PEM
+ * objects (pem.c), the client session cache (session.c), the server's
+ * configuration (server.c) and its ClientHello check (hello.c). The only
  * folder that includes bearssl.h. */
 
 #include <bearssl.h>
 #include <stddef.h>
 
 #include "tls/tls.h"
+
+/* ---- the connection both roles share (conn.c) -------------------------- */
+
+struct tls_conn;
+
+/* What differs between client and server; static const, one per role.
+ * Every hook runs from the loop, before the handshake callback. */
+struct tls_conn_role {
+    /* The handshake finished with the session |p| (secret: not kept). */
+    void (*done)(struct tls_conn *c, const br_ssl_session_parameters *p);
+    /* It failed with |err|; the inner stream is about to be closed. */
+    void (*failed)(struct tls_conn *c, int err);
+    /* errno and reason for an engine that closed with |e| during the
+     * handshake; may format into |buf| (it lives until the callback
+     * returns) or defer to tls_conn_reason(). */
+    int (*reason)(int e, char *buf, size_t n, const char **why);
+    /* NULL, or called once with the first record the peer sent (header
+     * included, whole unless |len| < 5 + its length) before the engine
+     * sees any of it: the server reads the ClientHello there. */
+    void (*first_record)(struct tls_conn *c, const unsigned char *rec, size_t len);
+    /* Frees the whole object (wiping the keys). */
+    void (*destroy)(struct tls_conn *c);
+};
+
+struct tls_conn {
+    struct io_stream s; /* first: handed out as the stream; s.inner is the transport */
+    const struct tls_conn_role *role;
+    br_ssl_engine_context *eng;
+    tls_handshake_cb cb;
+    void *cb_arg;
+    struct io_soon kick; /* the first handshake step; then on_readable for bytes held */
+    ev_timer quiet;      /* after shutdown: close_notify once the peer is quiet */
+    ev_timer linger;     /* closed by the owner: the last records still go out */
+    int err;             /* sticky stream error (errno) */
+    int start_err;       /* a bad option, reported from the loop */
+    const char *start_why;
+    unsigned hs : 1;           /* handshake running */
+    unsigned reading : 1;      /* the owner called read_start */
+    unsigned inner_reading : 1;
+    unsigned wblocked : 1;     /* the inner stream owes us on_drain */
+    unsigned ieof : 1;         /* the inner stream ended */
+    unsigned shut : 1, shut_done : 1, notified : 1; /* notified: our close_notify is queued */
+    unsigned want_drain : 1, lingering : 1, resumed : 1;
+    /* The first record, held until it is whole (first_record only). */
+    unsigned peek : 1;
+    unsigned char hdr[5];
+    unsigned char *rec;
+    size_t rec_have, rec_len;
+    /* The session ID offered (client) or asked for (server): the engine
+     * has no "resumed" getter, a resumed session keeps its ID. */
+    size_t offered_len;
+    unsigned char offered_id[32];
+    char why[112];
+    unsigned char iobuf[BR_SSL_BUFSIZE_BIDI];
+};
+
+/* Ties |c| (zeroed) to |inner|, whose callbacks it takes over, and
+ * schedules the first handshake step; the role sets up and resets |eng|
+ * before returning to the loop. */
+void tls_conn_start(struct tls_conn *c, const struct tls_conn_role *role,
+                    br_ssl_engine_context *eng, struct io_stream *inner, tls_handshake_cb cb,
+                    void *arg);
+/* hello.c: reads the first record from the inner stream, as io_read,
+ * holding it until it is whole (or is no sane handshake record), then
+ * shows it to role->first_record and hands it to the engine. */
+ssize_t tls_conn_read_first(struct tls_conn *c);
+/* Makes the first step report |why| (EINVAL) instead of handshaking. */
+void tls_conn_start_fail(struct tls_conn *c, const char *why);
+/* The reasons every role shares ("connection closed during handshake",
+ * "handshake failed (BearSSL error n)"). */
+int tls_conn_reason(int e, char *buf, size_t n, const char **why);
+extern const char tls_closed_why[];
+/* The TLS stream's struct tls_conn, or NULL for another kind of stream. */
+struct tls_conn *tls_conn_of(const struct io_stream *s);
+
+/* ---- client ------------------------------------------------------------ */
 
 struct tls_session_cache;
 
@@ -74,5 +152,86 @@ void tls_session_put(struct tls_session_cache *c, const char *key, size_t klen,
                      const br_ssl_session_parameters *p);
 void tls_session_forget(struct tls_session_cache *c, const char *key, size_t klen);
 size_t tls_session_count(const struct tls_session_cache *c);
+
+/* 1 when this CPU runs AES-GCM fastest (AES-NI), so AES suites go first;
+ * else ChaCha20 goes first. */
+int tls_aes_first(void);
+
+/* ---- PEM (pem.c) ------------------------------------------------------- */
+
+/* A growable byte buffer fed by BearSSL's decoders (|oom| once a growth
+ * failed; later appends are dropped). */
+struct tls_bytes {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;
+};
+void tls_bytes_append(void *ctx, const void *data, size_t len);
+/* Wipes and frees the bytes. */
+void tls_bytes_fini(struct tls_bytes *b);
+
+/* PEM objects out of a byte stream pushed in pieces. |on_obj| gets each
+ * object's banner name and DER (valid during the call); non-zero from it
+ * stops the push with that value. */
+struct tls_pem {
+    br_pem_decoder_context dec;
+    struct tls_bytes der;
+    int in_obj;
+    char name[128];
+    int (*on_obj)(void *arg, const char *name, const unsigned char *der, size_t len);
+    void *arg;
+};
+#define TLS_PEM_MALFORMED (-1)
+#define TLS_PEM_OOM (-2)
+void tls_pem_init(struct tls_pem *p,
+                  int (*on_obj)(void *arg, const char *name, const unsigned char *der, size_t len),
+                  void *arg);
+/* 0, TLS_PEM_MALFORMED, TLS_PEM_OOM or what on_obj returned. */
+int tls_pem_push(struct tls_pem *p, const void *data, size_t len);
+/* After the last push: ends a final line that lacks its newline (the END
+ * banner only counts once terminated). Same results as tls_pem_push. */
+int tls_pem_finish(struct tls_pem *p);
+/* Wipes the object buffer (keys pass through it). */
+void tls_pem_fini(struct tls_pem *p);
+/* 1 if |name| is a certificate banner ("CERTIFICATE", "X509 CERTIFICATE"). */
+int tls_pem_is_cert(const char *name);
+
+/* ---- server (server.c, hello.c) ---------------------------------------- */
+
+#define TLS_SERVER_ALPN_MAX 4
+
+/* Reads the first record a client sent, before BearSSL does: 1 when a
+ * resumed handshake is safe (the ClientHello carries no ALPN, or one name
+ * in |names| that it also offers), 0 when not, or when |rec| is no
+ * complete and well-formed ClientHello in one record (fail closed).
+ * |id|/|idlen| get the session ID it asks to resume (idlen 0: none). */
+int tls_hello_resume_ok(const unsigned char *rec, size_t len, const char *const *names,
+                        size_t nnames, unsigned char id[32], size_t *idlen);
+
+/* The session cache, wrapping BearSSL's LRU: load() refuses (a full
+ * handshake follows) unless the connection's ClientHello passed
+ * tls_hello_resume_ok. */
+struct tls_server_cache {
+    const br_ssl_session_cache_class *vtable; /* first */
+    br_ssl_session_cache_lru lru;
+};
+
+struct tls_server_cfg {
+    unsigned refs; /* the owner's, plus one per connection */
+    br_x509_certificate *chain;
+    size_t nchain;
+    br_ec_private_key sk;
+    const char *alpn[TLS_SERVER_ALPN_MAX];
+    size_t nalpn;
+    struct tls_server_cache cache;
+    unsigned char *cache_store;
+    struct tls_server_stats stats;
+};
+
+/* A configuration from a DER chain (leaf first) and the leaf's P-256
+ * private key, both copied; NULL with |err| naming the problem (the key is
+ * not P-256, it does not match the certificate, ...). For the minting. */
+struct tls_server_cfg *tls_server_cfg_new(const br_x509_certificate *chain, size_t nchain,
+                                          const br_ec_private_key *sk, char *err, size_t errlen);
 
 #endif

@@ -12,54 +12,22 @@
 #define EE_MAX (64 * 1024) /* a larger end-entity certificate is refused */
 #define SESSION_CACHE_SIZE 256
 
-/* A growable byte buffer fed by BearSSL's PEM and X.509 decoders. */
-struct bytes {
-    unsigned char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void
-bytes_append(void *ctx, const void *data, size_t len)
-{
-    struct bytes *b = ctx;
-    if (b->oom)
-        return;
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 2048;
-        while (cap < b->len + len)
-            cap *= 2;
-        unsigned char *np = realloc(b->p, cap);
-        if (np == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, len);
-    b->len += len;
-}
-
 struct loader {
-    const char *path;
-    br_pem_decoder_context pem;
-    struct bytes der, dn;
-    int in_cert;
+    struct tls_bytes dn;
     br_x509_trust_anchor *tas;
     size_t n, cap, unusable;
     int oom;
 };
 
-/* Turns the DER in l->der into an anchor whose DN and key bytes live in
- * one block (dn.data), since the decoder's copies die with it. */
+/* Turns the DER |der| into an anchor whose DN and key bytes live in one
+ * block (dn.data), since the decoder's copies die with it. */
 static void
-add_anchor(struct loader *l)
+add_anchor(struct loader *l, const unsigned char *der, size_t len)
 {
     br_x509_decoder_context dc;
     l->dn.len = 0;
-    br_x509_decoder_init(&dc, bytes_append, &l->dn);
-    br_x509_decoder_push(&dc, l->der.p, l->der.len);
+    br_x509_decoder_init(&dc, tls_bytes_append, &l->dn);
+    br_x509_decoder_push(&dc, der, len);
     const br_x509_pkey *pk = br_x509_decoder_get_pkey(&dc);
     if (pk == NULL || l->dn.oom) {
         l->unusable++; /* e.g. a key type BearSSL lacks: skip, keep the rest */
@@ -109,39 +77,13 @@ add_anchor(struct loader *l)
     }
 }
 
-/* 0, or -1 on a PEM syntax error. */
 static int
-feed(struct loader *l, const unsigned char *p, size_t len)
+on_pem_object(void *arg, const char *name, const unsigned char *der, size_t len)
 {
-    while (len > 0) {
-        size_t k = br_pem_decoder_push(&l->pem, p, len);
-        p += k;
-        len -= k;
-        switch (br_pem_decoder_event(&l->pem)) {
-        case BR_PEM_BEGIN_OBJ: {
-            const char *name = br_pem_decoder_name(&l->pem);
-            l->in_cert = strcmp(name, "CERTIFICATE") == 0 || strcmp(name, "X509 CERTIFICATE") == 0;
-            l->der.len = 0;
-            l->der.oom = 0;
-            br_pem_decoder_setdest(&l->pem, l->in_cert ? bytes_append : NULL, &l->der);
-            break;
-        }
-        case BR_PEM_END_OBJ:
-            if (l->in_cert) {
-                if (l->der.oom)
-                    l->oom = 1;
-                else
-                    add_anchor(l);
-            }
-            l->in_cert = 0;
-            break;
-        case BR_PEM_ERROR:
-            return -1;
-        default:
-            break;
-        }
-    }
-    return 0;
+    struct loader *l = arg;
+    if (tls_pem_is_cert(name))
+        add_anchor(l, der, len);
+    return l->oom ? TLS_PEM_OOM : 0;
 }
 
 void
@@ -156,28 +98,27 @@ int
 tls_trust_load(const char *path, br_x509_trust_anchor **out, size_t *n, char *err,
                size_t errlen)
 {
-    struct loader l = {.path = path};
-    int ret = -1;
+    struct loader l = {0};
+    struct tls_pem pem;
+    int ret = -1, r = 0;
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         snprintf(err, errlen, "tls: cannot read %s: %s", path, strerror(errno));
         return -1;
     }
-    br_pem_decoder_init(&l.pem);
+    tls_pem_init(&pem, on_pem_object, &l);
     unsigned char chunk[8192];
     size_t got;
-    int bad = 0;
-    while (!bad && !l.oom && (got = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        bad = feed(&l, chunk, got);
-    /* The END line only counts once terminated: a file without a final
-     * newline would lose its last certificate. */
-    if (!bad && !l.oom)
-        bad = feed(&l, (const unsigned char *)"\n", 1);
+    while (r == 0 && (got = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        r = tls_pem_push(&pem, chunk, got);
+    /* A file without a final newline would lose its last certificate. */
+    if (r == 0)
+        r = tls_pem_finish(&pem);
     if (ferror(f))
         snprintf(err, errlen, "tls: cannot read %s: %s", path, strerror(errno));
-    else if (l.oom)
+    else if (r == TLS_PEM_OOM)
         snprintf(err, errlen, "tls: out of memory loading %s", path);
-    else if (bad)
+    else if (r != 0)
         snprintf(err, errlen, "tls: %s: malformed PEM after %zu certificates", path, l.n);
     else if (l.n == 0 && l.unusable > 0)
         snprintf(err, errlen, "tls: %s: no usable certificate (%zu unreadable)", path, l.unusable);
@@ -186,8 +127,8 @@ tls_trust_load(const char *path, br_x509_trust_anchor **out, size_t *n, char *er
     else
         ret = 0;
     fclose(f);
-    free(l.der.p);
-    free(l.dn.p);
+    tls_pem_fini(&pem);
+    tls_bytes_fini(&l.dn);
     if (ret != 0) {
         tls_trust_free(l.tas, l.n);
         return -1;

@@ -1,30 +1,9 @@
-/* core/tls against `openssl s_server`: certificates made with the openssl
- * CLI in a temp dir, three servers on 127.0.0.1 (a DNS-name leaf with
- * ALPN and a session context, an IP-address leaf, a TLS 1.3-only one). */
+/* core/tls's client against `openssl s_server`: three servers on
+ * 127.0.0.1 (a DNS-name leaf with ALPN and a session context, an
+ * IP-address leaf, a TLS 1.3-only one), reached through sockets wrapped as
+ * io streams. */
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <cmocka.h>
-
-#include "../peer.h"
-#include "io/io.h"
-#include "tls/tls.h"
+#include "tls_test.h"
 /* trust.c with its statics: the SAN walker is tested on its own too. */
 #include "../../../core/tls/trust.c"
 
@@ -34,81 +13,36 @@ struct server {
 };
 
 static struct {
-    int ok; /* openssl present and everything set up */
-    char dir[64];
+    int ok; /* the servers run */
     struct server dns, ip, tls13;
 } E;
 
-static int __attribute__((format(printf, 1, 2)))
-sh(const char *fmt, ...)
+static void
+stop_server(struct server *s)
 {
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    int rc = system(cmd);
-    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
-
-static unsigned short
-free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
     }
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
-/* Blocking connect, then non-blocking as tls_client_start wants it.
- * |bufsize| > 0 shrinks the socket buffers so that writes block soon. */
+/* Starts s_server with |extra| arguments on a free port; 0 once the port
+ * accepts, -1 if it exited (the port was taken meanwhile) or never
+ * listened. */
 static int
-dial_buf(unsigned short port, int bufsize)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    if (bufsize > 0) {
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof(bufsize));
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof(bufsize));
-    }
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        close(fd);
-        return -1;
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return fd;
-}
-
-static int
-dial(unsigned short port)
-{
-    return dial_buf(port, 0);
-}
-
-/* Starts s_server with |extra| arguments; 0 once its port accepts. */
-static int
-start_server_once(struct server *s, const char *cert, const char *const *extra)
+try_server(struct server *s, const char *cert, const char *const *extra)
 {
     char accept_arg[32], certp[128], keyp[128], logp[128];
     const char *argv[32];
     int n = 0;
-    s->port = free_port();
+    s->port = tt_free_port();
     if (s->port == 0)
         return -1;
     snprintf(accept_arg, sizeof(accept_arg), "127.0.0.1:%u", s->port);
-    snprintf(certp, sizeof(certp), "%s/%s.pem", E.dir, cert);
-    snprintf(keyp, sizeof(keyp), "%s/%s.key", E.dir, cert);
-    snprintf(logp, sizeof(logp), "%s/%s-%u.log", E.dir, cert, s->port);
+    snprintf(certp, sizeof(certp), "%s/%s.pem", TT.dir, cert);
+    snprintf(keyp, sizeof(keyp), "%s/%s.key", TT.dir, cert);
+    snprintf(logp, sizeof(logp), "%s/%s-%u.log", TT.dir, cert, s->port);
     argv[n++] = "openssl";
     argv[n++] = "s_server";
     argv[n++] = "-accept";
@@ -133,78 +67,30 @@ start_server_once(struct server *s, const char *cert, const char *const *extra)
         execvp("openssl", (char *const *)argv);
         _exit(127);
     }
-    /* Up to 10 s on a loaded machine; a server that exited lost its port to
-     * a parallel test (free_port releases it before openssl binds it). */
     for (int i = 0; i < 200; i++) {
-        int fd = dial(s->port);
+        int fd = tt_dial(s->port, 0);
         if (fd >= 0) {
             close(fd);
             return 0;
         }
         if (waitpid(s->pid, NULL, WNOHANG) == s->pid) {
-            s->pid = 0;
-            return 1;
+            s->pid = 0; /* it exited: reaped */
+            break;
         }
         usleep(50 * 1000);
     }
+    stop_server(s);
     return -1;
 }
 
+/* Another program may take the free port before s_server binds it. */
 static int
 start_server(struct server *s, const char *cert, const char *const *extra)
 {
-    for (int attempt = 0; attempt < 5; attempt++) {
-        int rc = start_server_once(s, cert, extra);
-        if (rc <= 0)
-            return rc;
-    }
+    for (int i = 0; i < 5; i++)
+        if (try_server(s, cert, extra) == 0)
+            return 0;
     return -1;
-}
-
-static void
-stop_server(struct server *s)
-{
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        waitpid(s->pid, NULL, 0);
-        s->pid = 0;
-    }
-}
-
-static int
-make_certs(void)
-{
-    const char *d = E.dir;
-    const char *ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
-    const char *ca_ext = "-addext basicConstraints=critical,CA:TRUE "
-                         "-addext keyUsage=critical,keyCertSign,cRLSign";
-    if (sh("cd %s && openssl req -x509 %s -keyout ca.key -out ca.pem -days 30 "
-           "-subj '/CN=chute test CA' %s >>gen.log 2>&1", d, ec, ca_ext) != 0 ||
-        sh("cd %s && openssl req -x509 %s -keyout other.key -out other.pem -days 30 "
-           "-subj '/CN=chute other CA' %s >>gen.log 2>&1", d, ec, ca_ext) != 0)
-        return -1;
-    static const struct {
-        const char *name, *cn, *san;
-    } leaves[] = {
-        {"dns", "localhost", "DNS:localhost"},
-        {"ip", "chute ip test", "IP:127.0.0.1,IP:::1"},
-    };
-    for (size_t i = 0; i < 2; i++) {
-        if (sh("cd %s && printf 'subjectAltName=%s\\nbasicConstraints=critical,CA:FALSE\\n"
-               "keyUsage=critical,digitalSignature\\nextendedKeyUsage=serverAuth\\n' >%s.ext && "
-               "openssl req %s -keyout %s.key -out %s.csr -subj '/CN=%s' >>gen.log 2>&1 && "
-               "openssl x509 -req -in %s.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-               "-out %s.pem -days 30 -extfile %s.ext >>gen.log 2>&1",
-               d, leaves[i].san, leaves[i].name, ec, leaves[i].name, leaves[i].name, leaves[i].cn,
-               leaves[i].name, leaves[i].name, leaves[i].name) != 0)
-            return -1;
-    }
-    /* The CA without its final newline, a file with no certificate, DER. */
-    if (sh("cd %s && head -c -1 ca.pem >ca_nonl.pem && echo nothing >empty.pem && "
-           "openssl x509 -in ip.pem -outform DER -out ip.der && "
-           "openssl x509 -in dns.pem -outform DER -out dns.der", d) != 0)
-        return -1;
-    return 0;
 }
 
 static int group_teardown(void **state);
@@ -212,15 +98,12 @@ static int group_teardown(void **state);
 static int
 group_setup(void **state)
 {
-    signal(SIGPIPE, SIG_IGN);
-    if (peer_find("openssl") == NULL)
-        return 0; /* every test that needs it goes through peer_missing */
-    strcpy(E.dir, "/tmp/chute-tls-XXXXXX");
-    if (mkdtemp(E.dir) == NULL) {
-        E.dir[0] = '\0';
-        return -1;
-    }
-    if (make_certs() != 0) {
+    int r = tt_setup();
+    if (r > 0)
+        return 0; /* no openssl: every test skips */
+    if (r < 0) {
+        print_error("certificates: see %s/gen.log\n", TT.dir);
+        tt_sh("cat %s/gen.log >&2", TT.dir);
         group_teardown(state);
         return -1;
     }
@@ -229,6 +112,8 @@ group_setup(void **state)
     static const char *const tls13_args[] = {"-tls1_3", NULL};
     if (start_server(&E.dns, "dns", main_args) != 0 || start_server(&E.ip, "ip", ip_args) != 0 ||
         start_server(&E.tls13, "dns", tls13_args) != 0) {
+        print_error("openssl s_server did not start (logs in %s)\n", TT.dir);
+        tt_sh("cat %s/*.log >&2", TT.dir);
         group_teardown(state);
         return -1;
     }
@@ -242,156 +127,56 @@ group_teardown(void **state)
     stop_server(&E.dns);
     stop_server(&E.ip);
     stop_server(&E.tls13);
-    if (E.dir[0] != '\0')
-        sh("rm -rf %s", E.dir);
+    tt_teardown();
     return 0;
-}
-
-#define NEED_OPENSSL()                                                                             \
-    do {                                                                                           \
-        if (!E.ok)                                                                                 \
-            peer_missing("openssl", "is not on PATH");                                             \
-    } while (0)
-
-static struct tls_ctx *
-ctx_for(const char *pem)
-{
-    char path[128], err[256];
-    snprintf(path, sizeof(path), "%s/%s", E.dir, pem);
-    struct tls_ctx *t = tls_ctx_new(path, err, sizeof(err));
-    if (t == NULL)
-        fail_msg("%s", err);
-    return t;
 }
 
 /* ---- driving the loop ---------------------------------------------------- */
 
-struct hs {
-    int done, err;
-    struct io_stream *s;
-    char why[160];
-    double ms;
-};
-
-static void
-on_hs(void *arg, struct io_stream *s, int err, const char *why)
-{
-    struct hs *r = arg;
-    r->done = 1;
-    r->s = s;
-    r->err = err;
-    snprintf(r->why, sizeof(r->why), "%s", why ? why : "");
-}
-
-static void
-on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    *(int *)w->data = 1;
-}
-
-static double
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static int dial_bufsize; /* for the next handshake() */
 
-static struct hs
+static double last_ms; /* the last handshake() took */
+
+static struct tt_hs
 handshake(struct ev_loop *loop, struct tls_ctx *t, unsigned short port,
           const struct tls_client_opts *o)
 {
-    struct hs r = {0};
-    int fd = dial_buf(port, dial_bufsize), expired = 0;
+    struct tt_hs r = {0};
+    int fd = tt_dial(port, dial_bufsize);
     assert_true(fd >= 0);
-    ev_timer tmo;
-    ev_timer_init(&tmo, on_timeout, 5.0, 0);
-    tmo.data = &expired;
-    ev_timer_start(loop, &tmo);
-    double t0 = now_ms();
-    struct tls_handshake *h = tls_client_start(t, io_fd_new(loop, fd), o, on_hs, &r);
-    assert_non_null(h);
-    assert_false(r.done); /* never from inside the call */
-    while (!r.done && !expired)
-        ev_run(loop, EVRUN_ONCE);
-    r.ms = now_ms() - t0;
-    ev_timer_stop(loop, &tmo);
-    if (!r.done) {
-        tls_handshake_cancel(h);
+    struct io_stream *inner = io_fd_new(loop, fd);
+    assert_non_null(inner);
+    double t0 = tt_now_ms();
+    struct tls_handshake *th = tt_client(t, inner, o, &r);
+    if (!tt_run_until(loop, &r.done, 5.0)) {
+        tls_handshake_cancel(th);
         fail_msg("handshake timed out");
     }
+    last_ms = tt_now_ms() - t0;
+    if (r.s != NULL)
+        assert_ptr_equal(r.s->inner, inner);
     return r;
 }
 
-static void
-noop_readable(void *arg)
-{
-}
-
-static void
-on_drain(void *arg)
-{
-    *(int *)arg = 1;
-}
-
-/* Writes |len| bytes of |out| (whatever the socket takes, on_drain for the
- * rest) while reading into |in| until |want| bytes came back; returns the
- * bytes read, or -1 after |timeout| seconds or an error. */
-static int eagains; /* writes refused with EAGAIN, for the bulk test */
+/* Writes |len| bytes of |out| while reading until |want| bytes came back;
+ * the bytes read, or -1 after |timeout| seconds or an error. */
+static struct tt_peer last; /* what exchange() saw, for the bulk test */
 
 static ssize_t
 exchange(struct ev_loop *loop, struct io_stream *s, const char *out, size_t len, char *in,
          size_t want, double timeout)
 {
-    size_t sent = 0, got = 0;
-    int can_write = 1, expired = 0;
-    ev_timer tmo;
-    s->on_drain = on_drain;
-    s->arg = &can_write;
-    s->on_readable = noop_readable; /* wakes the loop: the test reads itself */
-    io_read_start(s);
-    ev_timer_init(&tmo, on_timeout, timeout, 0);
-    tmo.data = &expired;
-    ev_timer_start(loop, &tmo);
-    while ((sent < len || got < want) && !expired) {
-        while (can_write && sent < len) {
-            ssize_t n = io_write(s, out + sent, len - sent);
-            if (n > 0) {
-                sent += (size_t)n;
-            } else {
-                assert_int_equal(n, -1);
-                assert_int_equal(errno, EAGAIN);
-                can_write = 0;
-                eagains++;
-            }
-        }
-        for (;;) {
-            ssize_t n = io_read(s, in + got, want - got);
-            if (n > 0) {
-                got += (size_t)n;
-                if (got == want)
-                    break;
-                continue;
-            }
-            if (n < 0 && errno == EAGAIN)
-                break;
-            print_error("read: %zd errno %d after %zu\n", n, n < 0 ? errno : 0, got);
-            got = (size_t)-1;
-            break;
-        }
-        if (got == (size_t)-1)
-            break;
-        if (sent < len || got < want)
-            ev_run(loop, EVRUN_ONCE);
-    }
+    last = (struct tt_peer){.out = out, .len = len, .in = in, .want = want};
+    tt_peer_start(&last, s);
+    tt_run_until(loop, &last.done, timeout);
     io_read_stop(s);
-    ev_timer_stop(loop, &tmo);
-    s->on_drain = NULL;
-    if (got == (size_t)-1 || expired)
+    io_set_callbacks(s, NULL, NULL, NULL);
+    if (!last.done || last.err || last.got != want) {
+        print_error("exchange: sent %zu/%zu got %zu/%zu err %d eof %d\n", last.sent, len,
+                    last.got, want, last.err, last.eof);
         return -1;
-    return (ssize_t)got;
+    }
+    return (ssize_t)last.got;
 }
 
 /* "hello\n" comes back from s_server -rev as "olleh\n". */
@@ -403,18 +188,24 @@ assert_echo(struct ev_loop *loop, struct io_stream *s)
     assert_memory_equal(buf, "olleh\n", 6);
 }
 
+#define NEED_SERVERS()                                                                             \
+    do {                                                                                           \
+        if (!E.ok)                                                                                 \
+            TT_PEER_MISSING("is not on PATH");                                                     \
+    } while (0)
+
 /* ---- tests ---------------------------------------------------------------- */
 
 static void
 test_trusted_echo_and_alpn(void **state)
 {
-    NEED_OPENSSL();
+    NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct tls_ctx *t = ctx_for("ca.pem");
+    struct tls_ctx *t = tt_ctx("ca.pem");
     assert_int_equal(tls_ctx_anchor_count(t), 1);
 
     struct tls_client_opts o = {.host = "localhost", .port = E.dns.port};
-    struct hs r = handshake(loop, t, E.dns.port, &o);
+    struct tt_hs r = handshake(loop, t, E.dns.port, &o);
     assert_int_equal(r.err, 0);
     assert_non_null(r.s);
     assert_string_equal(r.s->ops->name, "tls");
@@ -442,12 +233,12 @@ test_trusted_echo_and_alpn(void **state)
 static void
 test_bulk_backpressure(void **state)
 {
-    NEED_OPENSSL();
+    NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct tls_ctx *t = ctx_for("ca.pem");
+    struct tls_ctx *t = tt_ctx("ca.pem");
     struct tls_client_opts o = {.host = "localhost", .port = E.dns.port};
     dial_bufsize = 16384;
-    struct hs r = handshake(loop, t, E.dns.port, &o);
+    struct tt_hs r = handshake(loop, t, E.dns.port, &o);
     dial_bufsize = 0;
     assert_int_equal(r.err, 0);
 
@@ -460,11 +251,12 @@ test_bulk_backpressure(void **state)
             out[i * LINE + j] = (char)('a' + (i * 7 + j) % 26);
         out[i * LINE + LINE - 1] = '\n';
     }
-    eagains = 0;
     ssize_t got = exchange(loop, r.s, out, (size_t)LINE * LINES, in, (size_t)LINE * LINES, 20.0);
     io_close(r.s, 0); /* first: s_server serves one client at a time */
     assert_int_equal(got, (ssize_t)LINE * LINES);
-    assert_true(eagains > 0); /* the EV_WRITE watcher and on_drain did run */
+    /* Writes outran the socket; on_drain resumed them. */
+    assert_true(last.eagains + last.partials > 0);
+    assert_true(last.drains > 0);
     size_t bad = 0;
     for (size_t i = 0; i < LINES; i++)
         for (size_t j = 0; j < LINE - 1; j++)
@@ -482,36 +274,21 @@ test_bulk_backpressure(void **state)
 static void
 test_shutdown_keeps_the_answer(void **state)
 {
-    NEED_OPENSSL();
+    NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct tls_ctx *t = ctx_for("ca.pem");
+    struct tls_ctx *t = tt_ctx("ca.pem");
     struct tls_client_opts o = {.host = "localhost", .port = E.dns.port};
-    struct hs r = handshake(loop, t, E.dns.port, &o);
+    struct tt_hs r = handshake(loop, t, E.dns.port, &o);
     assert_int_equal(r.err, 0);
     assert_int_equal(io_write(r.s, "hello\n", 6), 6);
-    assert_int_equal(r.s->ops->shutdown(r.s), 0);
+    assert_int_equal(io_shutdown(r.s), 0);
     assert_int_equal(io_write(r.s, "x", 1), -1);
     assert_int_equal(errno, EPIPE);
     char buf[8] = {0};
-    size_t got = 0;
-    int expired = 0;
-    ev_timer tmo;
-    ev_timer_init(&tmo, on_timeout, 5.0, 0);
-    tmo.data = &expired;
-    ev_timer_start(loop, &tmo);
-    r.s->on_readable = noop_readable;
-    io_read_start(r.s);
-    while (got < 6 && !expired) {
-        ssize_t n = io_read(r.s, buf + got, 6 - got);
-        if (n > 0)
-            got += (size_t)n;
-        else if (n == 0 || errno != EAGAIN)
-            break;
-        else
-            ev_run(loop, EVRUN_ONCE);
-    }
-    io_read_stop(r.s);
-    ev_timer_stop(loop, &tmo);
+    struct tt_peer p = {.in = buf, .want = 6};
+    tt_peer_start(&p, r.s);
+    tt_run_until(loop, &p.done, 5.0);
+    size_t got = p.got;
     io_close(r.s, 0);
     assert_int_equal(got, 6);
     assert_memory_equal(buf, "olleh\n", 6);
@@ -523,7 +300,7 @@ static void
 expect_failure(struct ev_loop *loop, struct tls_ctx *t, unsigned short port,
                const struct tls_client_opts *o, const char *why)
 {
-    struct hs r = handshake(loop, t, port, o);
+    struct tt_hs r = handshake(loop, t, port, o);
     assert_null(r.s);
     assert_int_not_equal(r.err, 0);
     assert_string_equal(r.why, why);
@@ -532,9 +309,9 @@ expect_failure(struct ev_loop *loop, struct tls_ctx *t, unsigned short port,
 static void
 test_names_and_addresses(void **state)
 {
-    NEED_OPENSSL();
+    NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct tls_ctx *t = ctx_for("ca.pem");
+    struct tls_ctx *t = tt_ctx("ca.pem");
     const char *another = "tls: certificate is for another name";
 
     struct tls_client_opts wrong = {.host = "other.test", .port = E.dns.port};
@@ -543,7 +320,7 @@ test_names_and_addresses(void **state)
     struct tls_client_opts sni = {.host = "other.test", .sni = "localhost", .port = E.dns.port};
     expect_failure(loop, t, E.dns.port, &sni, another);
     struct tls_client_opts sni_ok = {.host = "localhost", .sni = "x.test", .port = E.dns.port};
-    struct hs r = handshake(loop, t, E.dns.port, &sni_ok);
+    struct tt_hs r = handshake(loop, t, E.dns.port, &sni_ok);
     assert_int_equal(r.err, 0);
     io_close(r.s, 0);
 
@@ -576,14 +353,14 @@ test_names_and_addresses(void **state)
 static void
 test_untrusted_and_skip_verify(void **state)
 {
-    NEED_OPENSSL();
+    NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct tls_ctx *t = ctx_for("other.pem");
+    struct tls_ctx *t = tt_ctx("other.pem");
     struct tls_client_opts o = {.host = "localhost", .port = E.dns.port};
     expect_failure(loop, t, E.dns.port, &o, "tls: certificate not trusted");
 
     o.skip_verify = 1;
-    struct hs r = handshake(loop, t, E.dns.port, &o);
+    struct tt_hs r = handshake(loop, t, E.dns.port, &o);
     assert_int_equal(r.err, 0);
     assert_echo(loop, r.s); /* the key was extracted: ECDHE verified with it */
     io_close(r.s, 0);
@@ -602,11 +379,11 @@ test_untrusted_and_skip_verify(void **state)
 static void
 test_tls13_only_server(void **state)
 {
-    NEED_OPENSSL();
+    NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct tls_ctx *t = ctx_for("ca.pem");
+    struct tls_ctx *t = tt_ctx("ca.pem");
     struct tls_client_opts o = {.host = "localhost", .port = E.tls13.port};
-    struct hs r = handshake(loop, t, E.tls13.port, &o);
+    struct tt_hs r = handshake(loop, t, E.tls13.port, &o);
     assert_null(r.s);
     assert_int_equal(r.err, EPROTONOSUPPORT);
     assert_string_equal(r.why, "tls: server requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2 only)");
@@ -621,26 +398,26 @@ test_tls13_only_server(void **state)
 static void
 test_resumption(void **state)
 {
-    NEED_OPENSSL();
+    NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    struct tls_ctx *t = ctx_for("ca.pem");
+    struct tls_ctx *t = tt_ctx("ca.pem");
     struct tls_client_opts o = {.host = "localhost", .port = E.dns.port};
     double full = 0, resumed = 0;
     enum { ROUNDS = 5 };
     for (int i = 0; i < ROUNDS + 1; i++) {
-        struct hs r = handshake(loop, t, E.dns.port, &o);
+        struct tt_hs r = handshake(loop, t, E.dns.port, &o);
         assert_int_equal(r.err, 0);
         assert_int_equal(tls_stream_resumed(r.s), i > 0);
         assert_echo(loop, r.s);
         io_close(r.s, 0); /* close_notify: OpenSSL keeps the session */
         if (i == 0)
-            full = r.ms;
+            full = last_ms;
         else
-            resumed += r.ms / ROUNDS;
+            resumed += last_ms / ROUNDS;
     }
     /* A session is per (host, port, SNI): another SNI starts afresh. */
     struct tls_client_opts o2 = {.host = "localhost", .sni = "localhost.", .port = E.dns.port};
-    struct hs r = handshake(loop, t, E.dns.port, &o2);
+    struct tt_hs r = handshake(loop, t, E.dns.port, &o2);
     assert_int_equal(r.err, 0);
     assert_int_equal(tls_stream_resumed(r.s), 0);
     io_close(r.s, 0);
@@ -653,40 +430,26 @@ test_resumption(void **state)
     ev_loop_destroy(loop);
 }
 
-/* A listener that never answers: the handshake waits for the server. */
-static int
-silent_listener(unsigned short *port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(fd, 4), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
+/* A listener that never answers: the handshake waits for the server.
+ * Cancelling closes the inner stream (the in-memory one counts). */
 static void
 test_cancel(void **state)
 {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     char err[256];
-    struct tls_ctx *t = E.ok ? ctx_for("ca.pem") : tls_ctx_new(NULL, err, sizeof(err));
+    struct tls_ctx *t = TT.ok ? tt_ctx("ca.pem") : tls_ctx_new(NULL, err, sizeof(err));
     if (t == NULL) /* no test CA without openssl, and no system trust store */
-        peer_missing("openssl", "is not on PATH and the system trust store did not load");
+        TT_PEER_MISSING("is not on PATH and the system trust store did not load");
     unsigned short port;
-    int lfd = silent_listener(&port);
+    int lfd = tt_listen(&port);
     struct tls_client_opts o = {.host = "localhost", .port = port};
-    struct hs r = {0};
+    struct tt_hs r = {0};
 
     /* Before the loop ran, and after the ClientHello went out. */
     for (int run = 0; run < 2; run++) {
-        int fd = dial(port);
+        int fd = tt_dial(port, 0);
         assert_true(fd >= 0);
-        struct tls_handshake *h = tls_client_start(t, io_fd_new(loop, fd), &o, on_hs, &r);
-        assert_non_null(h);
+        struct tls_handshake *h = tt_client(t, io_fd_new(loop, fd), &o, &r);
         if (run)
             ev_run(loop, EVRUN_NOWAIT);
         assert_false(r.done);
@@ -694,12 +457,22 @@ test_cancel(void **state)
         ev_run(loop, EVRUN_NOWAIT);
         assert_false(r.done);
     }
+    struct io_stream *ends[2];
+    tt_mem_pair(loop, 4096, ends);
+    int closes = tt_mem_closes;
+    struct tls_handshake *h = tt_client(t, ends[0], &o, &r);
+    tt_run_for(loop, 0.05);
+    assert_false(r.done);
+    tls_handshake_cancel(h);
+    assert_int_equal(tt_mem_closes, closes + 1);
+    io_close(ends[1], 0);
 
     /* A bad option is reported from the loop too. */
     struct tls_client_opts bad = {.host = "", .port = 1};
     r = handshake(loop, t, port, &bad);
     assert_null(r.s);
     assert_int_equal(r.err, EINVAL);
+    assert_string_equal(r.why, "tls: bad host or SNI");
     close(lfd);
     tls_ctx_free(t);
     ev_loop_destroy(loop);
@@ -719,11 +492,11 @@ test_trust_store_loading(void **state)
         tls_ctx_free(t);
     }
     NEED_OPENSSL();
-    t = ctx_for("ca_nonl.pem"); /* no final newline: still one anchor */
+    t = tt_ctx("ca_nonl.pem"); /* no final newline: still one anchor */
     assert_int_equal(tls_ctx_anchor_count(t), 1);
     tls_ctx_free(t);
     char path[128];
-    snprintf(path, sizeof(path), "%s/empty.pem", E.dir);
+    snprintf(path, sizeof(path), "%s/empty.pem", TT.dir);
     assert_null(tls_ctx_new(path, err, sizeof(err)));
     assert_non_null(strstr(err, path));
     assert_non_null(strstr(err, "no certificate"));
@@ -733,7 +506,7 @@ static size_t
 read_der(const char *name, unsigned char *buf, size_t cap)
 {
     char path[128];
-    snprintf(path, sizeof(path), "%s/%s", E.dir, name);
+    snprintf(path, sizeof(path), "%s/%s", TT.dir, name);
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     size_t n = fread(buf, 1, cap, f);
@@ -782,22 +555,20 @@ test_eof_during_handshake(void **state)
 {
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     char err[256];
-    struct tls_ctx *t = E.ok ? ctx_for("ca.pem") : tls_ctx_new(NULL, err, sizeof(err));
+    struct tls_ctx *t = TT.ok ? tt_ctx("ca.pem") : tls_ctx_new(NULL, err, sizeof(err));
     if (t == NULL) /* no test CA without openssl, and no system trust store */
-        peer_missing("openssl", "is not on PATH and the system trust store did not load");
+        TT_PEER_MISSING("is not on PATH and the system trust store did not load");
     unsigned short port;
-    int lfd = silent_listener(&port);
+    int lfd = tt_listen(&port);
     struct tls_client_opts o = {.host = "localhost", .port = port};
-    struct hs r = {0};
-    int fd = dial(port);
+    struct tt_hs r = {0};
+    int fd = tt_dial(port, 0);
     assert_true(fd >= 0);
     int sfd = accept(lfd, NULL, NULL);
     assert_true(sfd >= 0);
     close(sfd);
-    assert_non_null(tls_client_start(t, io_fd_new(loop, fd), &o, on_hs, &r));
-    for (int i = 0; i < 100 && !r.done; i++)
-        ev_run(loop, EVRUN_ONCE);
-    assert_true(r.done);
+    tt_client(t, io_fd_new(loop, fd), &o, &r);
+    assert_true(tt_run_until(loop, &r.done, 5.0));
     assert_null(r.s);
     assert_string_equal(r.why, "tls: connection closed during handshake");
     close(lfd);
