@@ -341,8 +341,12 @@ on_kick(void *arg)
 {
     struct ss_stream *s = arg;
 
-    if (s->reading && s->base.on_readable != NULL)
-        s->base.on_readable(s->base.arg);
+    if (!s->reading || s->base.on_readable == NULL)
+        return;
+    /* Armed again first, as in on_inner_readable: the owner may stop early
+     * once more with bytes opened (a read that finds none cancels it). */
+    io_soon_arm(s->base.loop, &s->kick);
+    s->base.on_readable(s->base.arg);
 }
 
 static void
