@@ -994,6 +994,77 @@ test_stream_send_failure(void **state)
     ev_loop_destroy(loop);
 }
 
+/* An owner that takes a few bytes per on_readable and returns without
+ * reading to EAGAIN or stopping: everything the stream opened must still
+ * come, callback after callback, while its socket stays quiet (io.h: "for
+ * bytes left after a callback"). */
+struct sipper {
+    struct io_stream *s;
+    uint8_t got[2000];
+    size_t len;
+    int calls, again;
+};
+
+static void
+sip(void *arg)
+{
+    struct sipper *r = arg;
+    ssize_t n = io_read(r->s, r->got + r->len, 10);
+
+    r->calls++;
+    if (n > 0)
+        r->len += (size_t)n;
+    else if (n < 0 && errno == EAGAIN)
+        r->again++;
+}
+
+static void
+test_stream_held_bytes_come_back(void **state)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct flow_addr dst = {.kind = FLOW_ADDR_IP4, .port = 80};
+    static uint8_t sealed[4096], payload[1000];
+    struct outbound_proxy p;
+    struct ss_encoder e;
+    struct sipper r = {0};
+    size_t taken;
+    int sv[2];
+
+    for (size_t i = 0; i < sizeof(payload); i++)
+        payload[i] = pat(i);
+    proxy_for(&p, 0, "sip");
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    r.s = outbound_ss_stream(io_fd_new(loop, sv[0]), &p, &dst);
+    assert_non_null(r.s);
+    /* The server's answer, all of it in the socket at once. */
+    ss_encoder_init(&e, p.cipher, p.key, NULL, NULL, 0);
+    struct iovec iov = {payload, sizeof(payload)};
+    size_t n = ss_encoder_seal(&e, sealed, sizeof(sealed), &iov, 1, &taken);
+    assert_int_equal(taken, sizeof(payload));
+    assert_int_equal(write_all(sv[1], sealed, n), 0);
+
+    io_set_callbacks(r.s, sip, NULL, &r);
+    io_read_start(r.s);
+    for (int i = 0; i < 1000 && r.len < sizeof(payload); i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    assert_int_equal(r.len, sizeof(payload));
+    assert_memory_equal(r.got, payload, sizeof(payload));
+    assert_true(r.calls >= 100); /* ten bytes a call: one socket wake-up, the rest held */
+    /* Once all was read the stream goes quiet: at most one more call to
+     * find EAGAIN. */
+    for (int i = 0; i < 10; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    assert_true(r.again <= 1);
+    int calls = r.calls;
+    for (int i = 0; i < 10; i++)
+        ev_run(loop, EVRUN_NOWAIT);
+    assert_int_equal(r.calls, calls);
+    io_close(r.s, 0);
+    close(sv[1]);
+    ev_loop_destroy(loop);
+}
+
 /* --- interop with shadowsocks-libev's ss-server --- */
 
 static void *
@@ -1351,6 +1422,7 @@ main(int argc, char **argv)
         cmocka_unit_test(test_stream_header_alone),
         cmocka_unit_test(test_stream_bad_reply),
         cmocka_unit_test(test_stream_send_failure),
+        cmocka_unit_test(test_stream_held_bytes_come_back),
         cmocka_unit_test_teardown(test_interop_ss_server, interop_teardown),
     };
     signal(SIGPIPE, SIG_IGN);
