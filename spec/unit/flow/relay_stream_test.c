@@ -157,7 +157,7 @@ fake_read_held(struct fake *f, void *buf, size_t len)
     }
     if (f->in_off == f->in_len) {
         /* Greedy, like a stream that decrypts ahead: more than the relay
-         * asks for ends up pending. */
+         * asks for ends up held. */
         f->in_off = f->in_len = 0;
         while (f->in_len < sizeof(f->in)) {
             ssize_t n = recv(f->fd, f->in + f->in_len, sizeof(f->in) - f->in_len, 0);

@@ -661,7 +661,7 @@ test_health_bad_answers(void **state)
     server_stop(&closing);
 }
 
-/* Through a Shadowsocks proxy: the check speaks to an outbound_stream. */
+/* Through a Shadowsocks proxy: the check speaks to a Shadowsocks io_stream. */
 static void
 test_health_through_stream(void **state)
 {
