@@ -13,13 +13,10 @@
 
 #include "log/counter.h"
 
-#include "flow/flow-t.h"
+#include "flow/addr.h"
 
 enum flow_network { FLOW_TCP = 0, FLOW_UDP };
 enum flow_inbound { FLOW_IN_SOCKS = 0, FLOW_IN_HTTP, FLOW_IN_TUN };
-
-/* Policies built into the engine; proxies and groups will follow these ids. */
-enum flow_policy { FLOW_POLICY_DIRECT = 0, FLOW_POLICY_REJECT, FLOW_POLICY__BUILTIN };
 
 struct flow {
     uint64_t id;
@@ -113,21 +110,5 @@ void flow_log_connect_failed(const struct flow *f, const char *why);
 /* Formatting helpers for logs and the script: "1.2.3.4", "[::1]:80", "name:443". */
 const char *flow_network_name(enum flow_network n);
 const char *flow_inbound_name(enum flow_inbound i);
-const char *flow_policy_name(int policy);
-/* A copy of |name| that lives as long as the process: one per distinct
- * name, so flows can keep policy names across reloads. */
-const char *flow_policy_intern(const char *name);
-/* Writes the host part of |a| (no port, no brackets) into |buf|. */
-void flow_addr_host(const struct flow_addr *a, char *buf, size_t len);
-/* Writes "host:port" ("[v6]:port") into |buf|. */
-void flow_addr_format(const struct flow_addr *a, char *buf, size_t len);
-void flow_sockaddr_format(const struct sockaddr_storage *ss, char *buf, size_t len);
-/* Sets |ss| to IPv|version| address |ip| (4 or 16 bytes) and |port| (host order). */
-void flow_sockaddr_set(struct sockaddr_storage *ss, int version, const uint8_t *ip, uint16_t port);
-/* Parses an IP literal (v4 or v6, no brackets) into |a|; returns 0 or -1. */
-int flow_addr_from_ip(struct flow_addr *a, const char *ip, size_t len, uint16_t port);
-/* Sets |a| to an IP literal if |host| is one, else to a name. -1 if too long
- * or empty. */
-int flow_addr_from_host(struct flow_addr *a, const char *host, size_t len, uint16_t port);
 
 #endif

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "log/log.h"
-#include "flow/flow.h"
+#include "flow/addr.h"
 #include "outbound/set_int.h"
 #include "io/io.h"
 

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flow/flow.h"
+#include "flow/addr.h"
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
 #include "outbound/set.h"

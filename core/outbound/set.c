@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flow/flow.h"
+#include "flow/addr.h"
 #include "outbound/set_int.h"
 #include "tls/tls.h"
 

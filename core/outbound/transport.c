@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "flow/flow.h"
+#include "flow/addr.h"
 #include "outbound/transport.h"
 #include "tls/tls.h"
 

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include "dns/dns.h"
-#include "flow/flow.h"
+#include <netinet/in.h>
+
+#include "flow/addr.h"
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
 #include "outbound/set.h"
