@@ -8,7 +8,7 @@
 #include "log/log.h"
 #include "outbound/outbound.h"
 #include "flow/flow.h"
-#include "flow/hash.h"
+#include "ip/tuple.h"
 #include "flow/udp.h"
 #include "ip/ip.h"
 #include "tun/tun.h"
@@ -25,7 +25,7 @@ struct held {
 };
 
 struct entry {
-    struct flow_node node; /* first: the table's node is the entry */
+    struct ip_tuple_node node; /* first: the table's node is the entry */
     struct flow flow;
     struct flow_udp_table *t;
     struct outbound_udp *u;/* NULL: refused (REJECT, or the upstream could not open) */
@@ -39,7 +39,7 @@ struct entry {
 struct flow_udp_table {
     const struct flow_env *env; /* the engine's, injected */
     struct tun *tun;
-    struct flow_hash *h;
+    struct ip_tuple_table *h;
     struct entry all; /* sentinel */
     struct flow_udp_stats st;
     uint8_t buf[65536];
@@ -59,7 +59,7 @@ entry_free(struct entry *x, const char *reason)
         x->held = h->next;
         free(h);
     }
-    flow_hash_remove(t->h, &x->node);
+    ip_tuple_remove(t->h, &x->node);
     flow_table_remove(t->env->flows, &x->flow, ev_now(loop), reason);
     x->prev->next = x->next;
     x->next->prev = x->prev;
@@ -74,7 +74,7 @@ entry_free(struct entry *x, const char *reason)
 static void
 refused_upstream(struct entry *x)
 {
-    const struct flow_key *k = &x->node.key;
+    const struct ip_tuple *k = &x->node.key;
     uint8_t orig[48] = {0};
     size_t ihl = k->version == 4 ? 20 : 40;
     if (k->version == 4) {
@@ -115,7 +115,7 @@ on_reply(void *arg)
     struct flow_udp_table *t = x->t;
     struct ev_loop *loop = t->env->loop;
     struct tun *tun = t->tun;
-    const struct flow_key *k = &x->node.key;
+    const struct ip_tuple *k = &x->node.key;
     size_t hdr = k->version == 4 ? 28 : 48;
     for (int i = 0; i < READ_BURST; i++) {
         size_t off;
@@ -239,7 +239,7 @@ send_up(struct entry *x, const uint8_t *p, size_t len)
 }
 
 static struct entry *
-entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_key *k,
+entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tuple *k,
           uint32_t hash)
 {
     const struct flow_env *e = t->env;
@@ -255,7 +255,7 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct flow_k
     x->flow.dst.kind = v->version == 4 ? FLOW_ADDR_IP4 : FLOW_ADDR_IP6;
     x->flow.dst.port = v->dport;
     memcpy(x->flow.dst.ip, v->dst, 16);
-    flow_hash_insert(t->h, &x->node, hash);
+    ip_tuple_insert(t->h, &x->node, hash);
     x->next = &t->all;
     x->prev = t->all.prev;
     t->all.prev->next = x;
@@ -295,15 +295,15 @@ refuse(struct flow_udp_table *t, const struct ip_view *v)
 void
 flow_udp_input(struct flow_udp_table *t, const struct ip_view *v)
 {
-    struct flow_key k = {.proto = IPPROTO_UDP, .version = v->version, .sport = v->sport,
+    struct ip_tuple k = {.proto = IPPROTO_UDP, .version = v->version, .sport = v->sport,
                          .dport = v->dport};
     memcpy(k.src, v->src, 16);
     memcpy(k.dst, v->dst, 16);
-    uint32_t hash = flow_hash_key(t->h, &k);
+    uint32_t hash = ip_tuple_hash(t->h, &k);
     /* A second round when the proxy ended the association: a new entry (and
      * association) carries this datagram. */
     for (int round = 0; round < 2; round++) {
-        struct entry *x = (struct entry *)flow_hash_lookup(t->h, &k, hash);
+        struct entry *x = (struct entry *)ip_tuple_lookup(t->h, &k, hash);
         if (x == NULL && (x = entry_new(t, v, &k, hash)) == NULL) {
             t->st.dropped++;
             return;
@@ -327,7 +327,7 @@ flow_udp_new(const struct flow_env *env, struct tun *tun)
     struct flow_udp_table *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return NULL;
-    t->h = flow_hash_new();
+    t->h = ip_tuple_table_new();
     if (t->h == NULL) {
         free(t);
         return NULL;
@@ -345,7 +345,7 @@ flow_udp_free(struct flow_udp_table *t)
         return;
     while (t->all.next != &t->all)
         entry_free(t->all.next, "shutdown");
-    flow_hash_free(t->h);
+    ip_tuple_table_free(t->h);
     free(t);
 }
 

@@ -44,7 +44,7 @@ enum cstate { C_CONNECTING, C_HANDSHAKE, C_OPEN, C_SNIFF_HS, C_SNIFFING, C_SNIFF
 #define IOV_MAX_PBUFS 32
 
 struct conn {
-    struct flow_node node; /* first: the tuple table's node is the conn */
+    struct ip_tuple_node node; /* first: the tuple table's node is the conn */
     struct flow flow;
     enum cstate state;
     struct tcp_pcb *pcb;
@@ -133,7 +133,7 @@ conn_free(struct conn *c, const char *reason, int reset)
         c->dprev->dnext = c->dnext;
         c->dnext->dprev = c->dprev;
     }
-    flow_hash_remove(netstack.tuples, &c->node);
+    ip_tuple_remove(netstack.tuples, &c->node);
     flow_table_remove(e->flows, &c->flow, now(), reason);
     c->prev->next = c->next;
     c->next->prev = c->prev;
@@ -590,8 +590,8 @@ sniff_step(struct conn *c)
 }
 
 void
-netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t hash,
-                  struct flow_node *existing)
+netstack_conn_syn(const struct ip_view *v, const struct ip_tuple *k, uint32_t hash,
+                  struct ip_tuple_node *existing)
 {
     const struct flow_env *e = env();
     if (existing != NULL) {
@@ -621,7 +621,7 @@ netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t ha
     c->flow.dst.kind = v->version == 4 ? FLOW_ADDR_IP4 : FLOW_ADDR_IP6;
     c->flow.dst.port = v->dport;
     memcpy(c->flow.dst.ip, v->dst, 16);
-    flow_hash_insert(netstack.tuples, &c->node, hash);
+    ip_tuple_insert(netstack.tuples, &c->node, hash);
     c->next = &all;
     c->prev = all.prev;
     all.prev->next = c;
@@ -670,7 +670,7 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
 {
     if (err != ERR_OK || pcb == NULL)
         return ERR_VAL;
-    struct flow_key k = {.proto = IPPROTO_TCP, .sport = pcb->remote_port, .dport = pcb->local_port};
+    struct ip_tuple k = {.proto = IPPROTO_TCP, .sport = pcb->remote_port, .dport = pcb->local_port};
     if (IP_IS_V6(&pcb->local_ip)) {
         k.version = 6;
         memcpy(k.src, ip_2_ip6(&pcb->remote_ip)->addr, 16);
@@ -680,8 +680,8 @@ netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err)
         memcpy(k.src, &ip_2_ip4(&pcb->remote_ip)->addr, 4);
         memcpy(k.dst, &ip_2_ip4(&pcb->local_ip)->addr, 4);
     }
-    struct conn *c = (struct conn *)flow_hash_lookup(netstack.tuples, &k,
-                                                      flow_hash_key(netstack.tuples, &k));
+    struct conn *c = (struct conn *)ip_tuple_lookup(netstack.tuples, &k,
+                                                      ip_tuple_hash(netstack.tuples, &k));
     if (c == NULL || (c->state != C_HANDSHAKE && c->state != C_SNIFF_HS) || c->pcb != NULL) {
         tcp_abort(pcb); /* no flow behind it: never leave a pcb without an owner */
         return ERR_ABRT;

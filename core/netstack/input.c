@@ -10,7 +10,7 @@
 #include "netstack/netstack_int.h"
 
 void
-netstack_key_from_view(struct flow_key *k, const struct ip_view *v)
+netstack_key_from_view(struct ip_tuple *k, const struct ip_view *v)
 {
     memset(k, 0, sizeof(*k));
     k->proto = IPPROTO_TCP;
@@ -103,10 +103,10 @@ netstack_tcp_input(const struct ip_view *v)
     /* Only a SYN can start a flow; every other segment is the fast path:
      * straight to lwIP, which finds its pcb, without Lua or a lookup here. */
     if ((v->tcp_flags & (TCP_SYN | TCP_ACK | TCP_RST)) == TCP_SYN) {
-        struct flow_key k;
+        struct ip_tuple k;
         netstack_key_from_view(&k, v);
-        uint32_t h = flow_hash_key(netstack.tuples, &k);
-        netstack_conn_syn(v, &k, h, flow_hash_lookup(netstack.tuples, &k, h));
+        uint32_t h = ip_tuple_hash(netstack.tuples, &k);
+        netstack_conn_syn(v, &k, h, ip_tuple_lookup(netstack.tuples, &k, h));
         return;
     }
     netstack.st.fast_path++;

@@ -98,10 +98,10 @@ netstack_init(const struct flow_env *env, struct tun *tun, int mtu, char *err, s
     }
     memset(&netstack, 0, sizeof(netstack));
     netstack.listeners = calloc(65536, sizeof(*netstack.listeners));
-    netstack.tuples = flow_hash_new();
+    netstack.tuples = ip_tuple_table_new();
     if (netstack.listeners == NULL || netstack.tuples == NULL) {
         free(netstack.listeners);
-        flow_hash_free(netstack.tuples);
+        ip_tuple_table_free(netstack.tuples);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -148,7 +148,7 @@ netstack_fini(void)
             tcp_close(netstack.listeners[i]);
     netif_remove(&netstack.nif);
     free(netstack.listeners);
-    flow_hash_free(netstack.tuples);
+    ip_tuple_table_free(netstack.tuples);
     memset(&netstack, 0, sizeof(netstack));
 }
 

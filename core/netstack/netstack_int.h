@@ -9,7 +9,7 @@
 #include "lwip/prot/tcp.h"
 #include "lwip/tcp.h"
 
-#include "flow/hash.h"
+#include "ip/tuple.h"
 #include "netstack/netstack.h"
 
 /* The engine-wide caps that keep lwIP's shared heap from filling (a full
@@ -23,7 +23,7 @@ struct netstack {
     struct tun *tun;
     struct netif nif;
     struct tcp_pcb **listeners; /* [65536], by destination port */
-    struct flow_hash *tuples;   /* TCP flows by 5-tuple */
+    struct ip_tuple_table *tuples;   /* TCP flows by 5-tuple */
     int mem_high;               /* the cap is in force */
     struct netstack_stats st;
 };
@@ -36,8 +36,8 @@ int netstack_listen(uint16_t port);
 
 /* conn.c */
 /* A SYN without ACK; |existing| is the flow already holding its 5-tuple. */
-void netstack_conn_syn(const struct ip_view *v, const struct flow_key *k, uint32_t hash,
-                       struct flow_node *existing);
+void netstack_conn_syn(const struct ip_view *v, const struct ip_tuple *k, uint32_t hash,
+                       struct ip_tuple_node *existing);
 err_t netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err);
 void netstack_conn_resume_all(void);
 void netstack_conn_abort_all(void);
@@ -45,6 +45,6 @@ void netstack_conn_abort_all(void);
 void netstack_send_rst(const struct ip_view *v);
 
 /* The 5-tuple of |v| as a flow key (TCP). */
-void netstack_key_from_view(struct flow_key *k, const struct ip_view *v);
+void netstack_key_from_view(struct ip_tuple *k, const struct ip_view *v);
 
 #endif

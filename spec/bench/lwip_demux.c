@@ -18,7 +18,7 @@
  *           then the listener; includes building and emitting the SYN-ACK);
  *           the new pcb is abandoned without a RST after each, untimed
  * and the same lookups in chute's 5-tuple table (core/flow/hash.h): key from
- * the packet bytes + flow_hash_key + flow_hash_lookup over N entries.
+ * the packet bytes + ip_tuple_hash + ip_tuple_lookup over N entries.
  *
  * Every ACK is the same duplicate of the handshake's ACK (same seq, ack and
  * window: lwIP has nothing to do), and the netif counts what lwIP emits:
@@ -43,7 +43,7 @@
 #include "lwip/stats.h"
 #include "lwip/tcp.h"
 
-#include "flow/hash.h"
+#include "ip/tuple.h"
 
 #define MAX_FLOWS 8100 /* MEMP_NUM_TCP_PCB is 8192: room for the SYN's pcb */
 #define BASE_PORT 10000 /* flow i's client port is BASE_PORT + i */
@@ -490,16 +490,16 @@ measure_syn(int n)
 /* chute's 5-tuple table: the key built from the packet bytes as
  * netstack_key_from_view does, hashed, looked up. */
 struct hflow {
-    struct flow_node node;
+    struct ip_tuple_node node;
     uint8_t body[256]; /* stands for the rest of a flow's state */
 };
 
-static struct flow_hash *ht;
+static struct ip_tuple_table *ht;
 static struct hflow *hflows[MAX_FLOWS];
 static volatile uintptr_t sink;
 
 static inline void
-key_from_pkt(struct flow_key *k, const uint8_t *pkt)
+key_from_pkt(struct ip_tuple *k, const uint8_t *pkt)
 {
     memset(k, 0, sizeof(*k));
     k->proto = 6;
@@ -510,12 +510,12 @@ key_from_pkt(struct flow_key *k, const uint8_t *pkt)
     memcpy(k->dst, pkt + 16, 4);
 }
 
-static inline struct flow_node *
+static inline struct ip_tuple_node *
 hash_find(const uint8_t *pkt)
 {
-    struct flow_key k;
+    struct ip_tuple k;
     key_from_pkt(&k, pkt);
-    return flow_hash_lookup(ht, &k, flow_hash_key(ht, &k));
+    return ip_tuple_lookup(ht, &k, ip_tuple_hash(ht, &k));
 }
 
 static void
@@ -527,8 +527,8 @@ hash_grow_to(int n)
         if (f == NULL)
             die("out of memory");
         key_from_pkt(&f->node.key, ack_pkt[have]);
-        if (flow_hash_insert(ht, &f->node, flow_hash_key(ht, &f->node.key)) != 0)
-            die("flow_hash_insert");
+        if (ip_tuple_insert(ht, &f->node, ip_tuple_hash(ht, &f->node.key)) != 0)
+            die("ip_tuple_insert");
         hflows[have] = f;
     }
 }
@@ -597,9 +597,9 @@ main(int argc, char **argv)
     }
 
     lwip_setup();
-    ht = flow_hash_new();
+    ht = ip_tuple_table_new();
     if (ht == NULL)
-        die("flow_hash_new");
+        die("ip_tuple_table_new");
     measure_clock();
     trouble0 = tcp_trouble();
     printf("# lwIP %s, sizeof(struct tcp_pcb) %zu (remote_port at byte %zu, next at %zu, state at %zu), "
@@ -639,16 +639,16 @@ main(int argc, char **argv)
 
     printf("# verified: lwIP emitted %lu segments, all SYN-ACKs (%lu); none during the ACK phases\n",
            out.total, out.synack);
-    printf("# ns per injected segment (pbuf_alloc + copy + tcp_input); flow_hash: key + hash + lookup\n");
+    printf("# ns per injected segment (pbuf_alloc + copy + tcp_input); ip_tuple: key + hash + lookup\n");
     printf("%6s | %8s | %8s | %8s | %8s | %8s || %s\n", "N", "front", "rr", "rr-pool", "random",
-           "SYN", "flow_hash front / rr / random");
+           "SYN", "ip_tuple front / rr / random");
     for (int r = 0; r < nn; r++)
         printf("%6d | %8.1f | %8.1f | %8.1f | %8.1f | %8.1f || %6.1f / %6.1f / %6.1f\n", rows[r].n,
                rows[r].front, rows[r].rr, rows[r].rrseq, rows[r].rnd, rows[r].syn, rows[r].hfront,
                rows[r].hrr, rows[r].hrnd);
     if (nn >= 2)
         printf("# slope, ns per pcb in the list (least squares over N): rr %.2f, rr-pool %.2f, "
-               "random %.2f, SYN %.2f; flow_hash rr %.4f\n",
+               "random %.2f, SYN %.2f; ip_tuple rr %.4f\n",
                slope(rows, nn, offsetof(struct row, rr)), slope(rows, nn, offsetof(struct row, rrseq)),
                slope(rows, nn, offsetof(struct row, rnd)), slope(rows, nn, offsetof(struct row, syn)),
                slope(rows, nn, offsetof(struct row, hrr)));

@@ -2,20 +2,20 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "flow/hash.h"
+#include "ip/tuple.h"
 
 #define START_BUCKETS 1024
 
-struct flow_hash {
-    struct flow_node **b;
+struct ip_tuple_table {
+    struct ip_tuple_node **b;
     size_t mask, count;
     uint64_t seed; /* random: a client cannot aim its tuples at one bucket */
 };
 
-struct flow_hash *
-flow_hash_new(void)
+struct ip_tuple_table *
+ip_tuple_table_new(void)
 {
-    struct flow_hash *h = calloc(1, sizeof(*h));
+    struct ip_tuple_table *h = calloc(1, sizeof(*h));
     if (h == NULL)
         return NULL;
     h->b = calloc(START_BUCKETS, sizeof(*h->b));
@@ -30,7 +30,7 @@ flow_hash_new(void)
 }
 
 void
-flow_hash_free(struct flow_hash *h)
+ip_tuple_table_free(struct ip_tuple_table *h)
 {
     if (h == NULL)
         return;
@@ -47,7 +47,7 @@ mix(uint64_t a, uint64_t b)
 
 /* A keyed multiply-mix over the tuple's 40 bytes (wyhash's core step). */
 uint32_t
-flow_hash_key(const struct flow_hash *h, const struct flow_key *k)
+ip_tuple_hash(const struct ip_tuple_table *h, const struct ip_tuple *k)
 {
     uint64_t w[5];
     memcpy(w, k, sizeof(w));
@@ -58,26 +58,26 @@ flow_hash_key(const struct flow_hash *h, const struct flow_key *k)
     return (uint32_t)(s ^ (s >> 32));
 }
 
-struct flow_node *
-flow_hash_lookup(const struct flow_hash *h, const struct flow_key *k, uint32_t hash)
+struct ip_tuple_node *
+ip_tuple_lookup(const struct ip_tuple_table *h, const struct ip_tuple *k, uint32_t hash)
 {
-    for (struct flow_node *n = h->b[hash & h->mask]; n != NULL; n = n->_next)
+    for (struct ip_tuple_node *n = h->b[hash & h->mask]; n != NULL; n = n->_next)
         if (n->_hash == hash && memcmp(&n->key, k, sizeof(*k)) == 0)
             return n;
     return NULL;
 }
 
 static int
-grow(struct flow_hash *h)
+grow(struct ip_tuple_table *h)
 {
     size_t size = (h->mask + 1) * 2;
-    struct flow_node **b = calloc(size, sizeof(*b));
+    struct ip_tuple_node **b = calloc(size, sizeof(*b));
     if (b == NULL)
         return -1;
     for (size_t i = 0; i <= h->mask; i++) {
-        struct flow_node *n = h->b[i];
+        struct ip_tuple_node *n = h->b[i];
         while (n != NULL) {
-            struct flow_node *next = n->_next;
+            struct ip_tuple_node *next = n->_next;
             n->_next = b[n->_hash & (size - 1)];
             b[n->_hash & (size - 1)] = n;
             n = next;
@@ -90,7 +90,7 @@ grow(struct flow_hash *h)
 }
 
 int
-flow_hash_insert(struct flow_hash *h, struct flow_node *n, uint32_t hash)
+ip_tuple_insert(struct ip_tuple_table *h, struct ip_tuple_node *n, uint32_t hash)
 {
     if (h->count > h->mask && grow(h) != 0 && h->count > 4 * h->mask)
         return -1; /* keep working at a higher load while memory is short */
@@ -102,9 +102,9 @@ flow_hash_insert(struct flow_hash *h, struct flow_node *n, uint32_t hash)
 }
 
 void
-flow_hash_remove(struct flow_hash *h, struct flow_node *n)
+ip_tuple_remove(struct ip_tuple_table *h, struct ip_tuple_node *n)
 {
-    struct flow_node **pp = &h->b[n->_hash & h->mask];
+    struct ip_tuple_node **pp = &h->b[n->_hash & h->mask];
     while (*pp != NULL && *pp != n)
         pp = &(*pp)->_next;
     if (*pp == n) {
