@@ -4,6 +4,7 @@
 
 #include "engine/engine.h"
 #include "log/log.h"
+#include "flow/tcp.h"
 #include "flow/udp.h"
 #include "ip/ip.h"
 #include "netstack/netstack.h"
@@ -144,7 +145,8 @@ engine_tun_start(struct engine *e, char *err, size_t errlen)
     e->tun = tun_open(&o, err, errlen);
     if (e->tun == NULL)
         return -1;
-    if (netstack_init(&e->fenv, e->tun, tun_mtu(e->tun), err, errlen) != 0 ||
+    if ((e->tcp = flow_tcp_new(&e->fenv)) == NULL ||
+        netstack_init(e->loop, flow_tcp_handler(e->tcp), e->tun, tun_mtu(e->tun), err, errlen) != 0 ||
         (e->udp = flow_udp_new(&e->fenv, e->tun)) == NULL) {
         if (e->udp == NULL && err[0] == '\0')
             snprintf(err, errlen, "out of memory");
@@ -174,6 +176,8 @@ engine_tun_stop(struct engine *e)
     ev_timer_stop(e->loop, &e->_lwip);
     flow_udp_free(e->udp);
     e->udp = NULL;
+    flow_tcp_free(e->tcp); /* the flows first: netstack_fini takes what is left */
+    e->tcp = NULL;
     netstack_fini();
     tun_wq_flush(e->tun); /* the RSTs of aborted connections */
     tun_close(e->tun);

@@ -21,6 +21,7 @@ struct dns_resolver;
 struct inbound_listener;
 struct tun;
 struct flow_udp_table;
+struct flow_tcp_table;
 struct flow_dcache;
 struct dns_server;
 struct ip_view;
@@ -57,6 +58,7 @@ struct engine {
     struct inbound_listener *socks, *http;
     struct tun *tun;             /* NULL unless the bundle has tun = {...} */
     struct flow_udp_table *udp;
+    struct flow_tcp_table *tcp;  /* the TUN's TCP flows */
     struct engine_dp_stats dp;
     struct flow_opts fopts;  /* the current bundle's, rewritten by each load */
     struct flow_env fenv;    /* what netstack, flow/udp.c and the listeners are given */

@@ -222,19 +222,36 @@ flow_relay_start(struct flow_relay *r, struct ev_loop *loop, const struct flow_r
     return 0;
 }
 
-void
-flow_relay_stop(struct flow_relay *r)
+static void
+stop(struct flow_relay *r, int reset)
 {
     if (!r->_running)
         return;
     if (r->_st != NULL) {
-        flow_relay_stream_stop(r);
+        flow_relay_stream_stop(r, reset);
         return;
     }
     r->_running = 0;
     dir_close(r->_loop, &r->_up);
     dir_close(r->_loop, &r->_down);
     ev_timer_stop(r->_loop, &r->_idle);
-    close(r->_up._src);
-    close(r->_up._dst);
+    if (reset) {
+        io_close_reset(r->_up._src);
+        io_close_reset(r->_up._dst);
+    } else {
+        close(r->_up._src);
+        close(r->_up._dst);
+    }
+}
+
+void
+flow_relay_stop(struct flow_relay *r)
+{
+    stop(r, 0);
+}
+
+void
+flow_relay_abort(struct flow_relay *r)
+{
+    stop(r, 1);
 }

@@ -79,10 +79,12 @@ int flow_relay_start(struct flow_relay *r, struct ev_loop *loop, const struct fl
 /* Stops relaying and closes everything (close(0)) without calling the
  * callback. A no-op on a relay that is not running. */
 void flow_relay_stop(struct flow_relay *r);
+/* The same with both sides reset (the engine's shutdown). */
+void flow_relay_abort(struct flow_relay *r);
 
 /* Internal to flow/: stream mode. */
 int flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop,
                             const struct flow_relay_args *a);
-void flow_relay_stream_stop(struct flow_relay *r);
+void flow_relay_stream_stop(struct flow_relay *r, int reset);
 
 #endif

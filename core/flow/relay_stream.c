@@ -99,6 +99,65 @@ check_done(struct flow_relay_stream *t)
     return 0;
 }
 
+#define PEEK_IOV 32
+
+/* client -> stream for a client that holds its bytes in memory (an lwIP
+ * connection): they go to the stream straight from there, no copy. */
+static int
+pump_up_peek(struct flow_relay_stream *t)
+{
+    struct ev_loop *loop = t->r->_loop;
+    size_t budget = BUDGET;
+    for (;;) {
+        struct iovec iov[PEEK_IOV];
+        int n = io_peek(t->c, iov, PEEK_IOV);
+        if (n < 0 && errno == EAGAIN) {
+            io_read_start(t->c);
+            return 0;
+        }
+        if (n < 0) {
+            finish(t, "reset", 1);
+            return -1;
+        }
+        if (n == 0) {
+            io_read_stop(t->c);
+            t->ueof = 1;
+            if (!t->ushut) {
+                t->ushut = 1;
+                if (io_shutdown(t->s) != 0) {
+                    stream_failed(t, errno);
+                    return -1;
+                }
+            }
+            return check_done(t);
+        }
+        size_t offered = 0;
+        for (int i = 0; i < n; i++)
+            offered += iov[i].iov_len;
+        ssize_t w = io_writev(t->s, iov, n);
+        if (w < 0 && errno != EAGAIN) {
+            stream_failed(t, errno);
+            return -1;
+        }
+        if (w > 0) {
+            io_consume(t->c, (size_t)w);
+            *t->up_count += (uint64_t)w;
+            t->r->_last = ev_now(loop);
+        }
+        if (w < 0 || (size_t)w < offered) {
+            /* The stream is full: the client waits until on_drain. */
+            t->uwait = 1;
+            io_read_stop(t->c);
+            return 0;
+        }
+        budget -= (size_t)w < budget ? (size_t)w : budget;
+        if (budget == 0) {
+            io_read_start(t->c); /* the client calls again for what is left */
+            return 0;
+        }
+    }
+}
+
 /* client -> stream. Returns 0 to go on, -1 when the relay finished (and
  * |t| is gone). */
 static int
@@ -147,6 +206,8 @@ pump_up(struct flow_relay_stream *t)
             io_read_start(t->c);
             return 0;
         }
+        if (io_can_peek(t->c))
+            return pump_up_peek(t);
         if (buf_get(&t->ubuf, &t->ucap) == NULL) {
             finish(t, "error", 1);
             return -1;
@@ -171,6 +232,51 @@ pump_up(struct flow_relay_stream *t)
         budget -= (size_t)n;
         drained = (size_t)n < want;
     }
+}
+
+/* One read from the stream into a buffer all relays share, for a client
+ * that said how much it takes whole (an lwIP connection copies it into its
+ * send buffer): no buffer per relay. Bytes moved (>0), 0 when the relay
+ * waits (the stream is drained, or the client took less: the rest is kept
+ * in dbuf), -1 when it finished. */
+static int
+pump_down_direct(struct flow_relay_stream *t, size_t room)
+{
+    static char scratch[BUF_SIZE];
+    size_t want = room < sizeof(scratch) ? room : sizeof(scratch);
+    ssize_t n = io_read(t->s, scratch, want);
+    if (n < 0 && errno == EAGAIN) {
+        io_read_start(t->s);
+        return 0;
+    }
+    if (n < 0) {
+        stream_failed(t, errno);
+        return -1;
+    }
+    if (n == 0) {
+        t->deof = 1;
+        return 1; /* the caller's loop passes the end on */
+    }
+    ssize_t w = io_write(t->c, scratch, (size_t)n);
+    if (w < 0 && errno != EAGAIN) {
+        finish(t, "reset", 1);
+        return -1;
+    }
+    size_t took = w > 0 ? (size_t)w : 0;
+    *t->down_count += took;
+    t->r->_last = ev_now(t->r->_loop);
+    if (took < (size_t)n) {
+        if (buf_get(&t->dbuf, &t->dcap) == NULL) {
+            finish(t, "error", 1);
+            return -1;
+        }
+        memcpy(t->dbuf, scratch + took, (size_t)n - took);
+        t->doff = 0;
+        t->dlen = (size_t)n - took;
+        io_read_stop(t->s);
+        return 0;
+    }
+    return (int)n;
 }
 
 /* stream -> client; same return as pump_up. */
@@ -213,6 +319,18 @@ pump_down(struct flow_relay_stream *t)
         if (drained || budget == 0) {
             io_read_start(t->s);
             return 0;
+        }
+        size_t room = io_write_room(t->c);
+        if (room == 0) {
+            io_read_stop(t->s); /* the client's on_drain comes when it has room */
+            return 0;
+        }
+        if (room != (size_t)-1) {
+            int r = pump_down_direct(t, room < budget ? room : budget);
+            if (r <= 0)
+                return r;
+            budget -= (size_t)r < budget ? (size_t)r : budget;
+            continue;
         }
         if (buf_get(&t->dbuf, &t->dcap) == NULL) {
             finish(t, "error", 1);
@@ -363,11 +481,11 @@ flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop,
 
 /* see relay.h */
 void
-flow_relay_stream_stop(struct flow_relay *r)
+flow_relay_stream_stop(struct flow_relay *r, int reset)
 {
     struct flow_relay_stream *t = r->_st;
     struct io_stream *s = t->s, *c = t->c;
     release(t);
-    io_close(c, 0);
-    io_close(s, 0);
+    io_close(c, reset);
+    io_close(s, reset);
 }

@@ -55,6 +55,18 @@ struct io_stream_ops {
     /* The socket when the stream is a bare one with nothing buffered
      * (the relays may then splice it), else -1. NULL means -1. */
     int (*splice_fd)(const struct io_stream *s);
+    /* Optional, for streams whose received bytes already sit in memory (an
+     * lwIP connection's pbufs): read without a copy. peek fills up to |max|
+     * iovecs over the bytes held and returns how many (>0), 0 at the end of
+     * data, or -1 with errno (EAGAIN, ...); the bytes stay until consume
+     * drops the first |n| of them. NULL: use read. */
+    int (*peek)(struct io_stream *s, struct iovec *iov, int max);
+    void (*consume)(struct io_stream *s, size_t n);
+    /* Optional: how many bytes writev takes now, all of them (an lwIP
+     * connection's send buffer), so a relay reads no more than that from
+     * the other side into a shared buffer; 0 means on_drain comes first.
+     * NULL: unknown. */
+    size_t (*write_room)(struct io_stream *s);
 };
 
 struct io_stream {
@@ -114,6 +126,31 @@ static inline int
 io_splice_fd(const struct io_stream *s)
 {
     return s->ops->splice_fd != NULL ? s->ops->splice_fd(s) : -1;
+}
+
+static inline int
+io_can_peek(const struct io_stream *s)
+{
+    return s->ops->peek != NULL;
+}
+
+static inline int
+io_peek(struct io_stream *s, struct iovec *iov, int max)
+{
+    return s->ops->peek(s, iov, max);
+}
+
+static inline void
+io_consume(struct io_stream *s, size_t n)
+{
+    s->ops->consume(s, n);
+}
+
+/* SIZE_MAX when the stream does not say. */
+static inline size_t
+io_write_room(struct io_stream *s)
+{
+    return s->ops->write_room != NULL ? s->ops->write_room(s) : (size_t)-1;
 }
 
 /* The socket at the bottom of a stack of streams (for getsockname and the

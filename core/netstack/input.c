@@ -42,7 +42,7 @@ netstack_listen(uint16_t port)
         tcp_abort(pcb);
         goto fail;
     }
-    tcp_accept(l, netstack_conn_accept);
+    tcp_accept(l, netstack_conn_accepted);
     netstack.listeners[port] = l;
     netstack.st.listeners++;
     return 0;
@@ -111,4 +111,10 @@ netstack_tcp_input(const struct ip_view *v)
     }
     netstack.st.fast_path++;
     netstack_inject(v->pkt, v->pkt_len, v);
+}
+
+void
+netstack_flush(void)
+{
+    netstack_conn_output();
 }

@@ -89,10 +89,11 @@ nif_init(struct netif *n)
 }
 
 int
-netstack_init(const struct flow_env *env, struct tun *tun, int mtu, char *err, size_t errlen)
+netstack_init(struct ev_loop *loop, const struct netstack_handler *h, struct tun *tun, int mtu,
+              char *err, size_t errlen)
 {
     static int lwip_started;
-    if (netstack.env != NULL) {
+    if (netstack.h != NULL) {
         snprintf(err, errlen, "the netstack is in use by another engine in this process");
         return -1;
     }
@@ -105,7 +106,8 @@ netstack_init(const struct flow_env *env, struct tun *tun, int mtu, char *err, s
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    netstack.env = env;
+    netstack.h = h;
+    netstack.loop = loop;
     netstack.tun = tun;
     if (!lwip_started) {
         lwip_init();
@@ -140,7 +142,7 @@ netstack_init(const struct flow_env *env, struct tun *tun, int mtu, char *err, s
 void
 netstack_fini(void)
 {
-    if (netstack.env == NULL)
+    if (netstack.h == NULL)
         return;
     netstack_conn_abort_all();
     for (int i = 0; i < 65536; i++)
@@ -160,6 +162,7 @@ netstack_poll(void)
         netstack.mem_high = 0;
         netstack_conn_resume_all();
     }
+    netstack_conn_output();
     u32_t ms = sys_timeouts_sleeptime();
     return ms == SYS_TIMEOUTS_SLEEPTIME_INFINITE ? 1.0 : ms / 1000.0;
 }

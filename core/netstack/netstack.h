@@ -2,21 +2,42 @@
 #define CHUTE_NETSTACK_NETSTACK_H
 
 /* lwIP glue: TCP segments read from the TUN are injected straight into
- * lwIP's tcp_input (its IP layer never runs), lwIP's output goes to the
- * TUN's write queue, and each accepted lwIP connection is relayed to an
- * upstream socket with back-pressure both ways.
+ * lwIP's tcp_input (its IP layer never runs) and lwIP's output goes to the
+ * TUN's write queue. A SYN for a new 5-tuple is held and handed to the
+ * layer above (flow/tcp.c), which decides and connects upstream first;
+ * then it accepts (lwIP answers the held SYN) or refuses (a RST), and an
+ * accepted connection becomes an io_stream: client bytes are read in place
+ * from lwIP's pbufs (peek/consume) and leave its window only as they are
+ * consumed; writes go into lwIP's send buffer as far as it has room.
  *
  * lwIP keeps its state in globals: one engine per process may use the
  * netstack. Loop thread only. */
 
+#include <ev.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "log/counter.h"
 
-struct flow_env;
+struct io_stream;
 struct ip_view;
 struct tun;
+struct netstack_conn;
+
+/* The layer above, injected. Every call comes from the loop, never from
+ * inside an lwIP callback. */
+struct netstack_handler {
+    /* A SYN for a new 5-tuple (|v| valid during the call): answer, now or
+     * later, with netstack_conn_accept or netstack_conn_refuse. */
+    void (*syn)(void *ud, struct netstack_conn *c, const struct ip_view *v);
+    /* The client completed the handshake: |s| is its connection, the
+     * owner's from now on (io_close frees |c| with it). */
+    void (*established)(void *arg, struct io_stream *s);
+    /* An accepted connection ended before the handshake did (|why|:
+     * "handshake timeout", "reset by client"): |c| is gone. */
+    void (*gone)(void *arg, const char *why);
+    void *ud;
+};
 
 /* The netstack's counters, one X(field, key) each (log/counter.h). */
 #define NETSTACK_STATS(X)                                                                          \
@@ -45,19 +66,30 @@ struct netstack_stats {
 /* NETSTACK_STATS as a table over struct netstack_stats. */
 extern const struct log_counter netstack_counters[];
 
-/* Starts lwIP with a netif of |mtu| whose output goes to |tun|; new flows
- * go through |env| (kept: it must outlive the netstack). */
-int netstack_init(const struct flow_env *env, struct tun *tun, int mtu, char *err, size_t errlen);
+/* Starts lwIP with a netif of |mtu| whose output goes to |tun|; new
+ * connections go to |h| (kept: it must outlive the netstack). */
+int netstack_init(struct ev_loop *loop, const struct netstack_handler *h, struct tun *tun, int mtu,
+                  char *err, size_t errlen);
 /* Aborts every connection and stops. */
 void netstack_fini(void);
+
+/* The owner's argument for established() and gone(). */
+void netstack_conn_set_arg(struct netstack_conn *c, void *arg);
+/* Hands the held SYN to lwIP: it answers SYN-ACK, and established() or
+ * gone() follows, within |timeout| seconds. */
+void netstack_conn_accept(struct netstack_conn *c, double timeout);
+/* Refuses a held SYN: a RST (|rst|) or nothing; frees |c|. */
+void netstack_conn_refuse(struct netstack_conn *c, int rst);
+/* A flow named from its first bytes, for the stats. */
+void netstack_count_sniffed(void);
 
 /* A TCP segment from the TUN: a SYN for a new 5-tuple opens a flow (routed
  * by the script, connected upstream before lwIP answers it); anything else
  * goes to lwIP. */
 void netstack_tcp_input(const struct ip_view *v);
 
-/* Sends the client bytes received during this batch upstream (one write
- * per connection). Call after each batch and before the loop sleeps. */
+/* Sends what connections wrote during this batch (one tcp_output per
+ * connection). Call after each batch and before the loop sleeps. */
 void netstack_flush(void);
 
 /* Runs lwIP's due timers and resumes connections paused by the memory cap.

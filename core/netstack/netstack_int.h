@@ -3,6 +3,8 @@
 
 /* Private to core/netstack. */
 
+#include <ev.h>
+
 #include "lwip/ip.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
@@ -19,7 +21,8 @@
 #define NETSTACK_MEM_LOW (MEM_SIZE / 2)
 
 struct netstack {
-    const struct flow_env *env; /* the engine's, injected */
+    struct ev_loop *loop;
+    const struct netstack_handler *h; /* the layer above, injected */
     struct tun *tun;
     struct netif nif;
     struct tcp_pcb **listeners; /* [65536], by destination port */
@@ -35,12 +38,14 @@ void netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v);
 int netstack_listen(uint16_t port);
 
 /* conn.c */
-/* A SYN without ACK; |existing| is the flow already holding its 5-tuple. */
+/* A SYN without ACK; |existing| is the connection already holding its 5-tuple. */
 void netstack_conn_syn(const struct ip_view *v, const struct ip_tuple *k, uint32_t hash,
                        struct ip_tuple_node *existing);
-err_t netstack_conn_accept(void *arg, struct tcp_pcb *pcb, err_t err);
+err_t netstack_conn_accepted(void *arg, struct tcp_pcb *pcb, err_t err);
 void netstack_conn_resume_all(void);
 void netstack_conn_abort_all(void);
+/* Runs tcp_output for the connections written to since the last call. */
+void netstack_conn_output(void);
 /* Sends a RST answering |v| (a segment chute will not take). */
 void netstack_send_rst(const struct ip_view *v);
 
