@@ -5,7 +5,7 @@
 # Source it after lib.sh, then:
 #
 #   dns_init                     e2e_init + DNS_PORT (chute's dns.listen) and
-#                                UP_PORT (dnsmasq), both free on UDP and TCP
+#                                UP_PORT (dnsmasq) from lib.sh's e2e_ports
 #   upstream_start [ARGS...]     dnsmasq on 127.0.0.1:$UP_PORT answering
 #                                test.example (and below) with 10.1.2.3 (AAAA:
 #                                NODATA, not REFUSED: --local), every
@@ -26,24 +26,7 @@ dns_init() {
     need_cmd dig dnsmasq
     e2e_init
     local ports
-    ports=$(python3 - <<'PY'
-import socket
-held, out = [], []
-while len(out) < 2:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    u.bind(("127.0.0.1", 0))
-    port = u.getsockname()[1]
-    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        t.bind(("127.0.0.1", port))
-    except OSError:
-        u.close()
-        continue
-    held += [u, t]  # held until both are picked: no duplicates
-    out.append(port)
-print(*out)
-PY
-    )
+    ports=$(e2e_ports 2) || fail "e2e_ports: no 2 free ports for DNS"
     read -r DNS_PORT UP_PORT <<<"$ports"
     UP_LOG=$E2E_TMP/dnsmasq.log
     STATE=$E2E_TMP/fakeip.state
