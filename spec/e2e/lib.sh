@@ -222,6 +222,13 @@ with open(sys.argv[1], "r+") as f:
 PY
 }
 
+# DIG_WAIT: how dig waits for an answer. One try, because tests count
+# queries exactly and a retransmission would count twice; 5 s, because a
+# sanitizer build on a loaded machine can answer late. An answer takes
+# milliseconds, so the wait costs time only when a test fails anyway.
+# shellcheck disable=SC2034 # for the tests that run dig
+DIG_WAIT=(+time=5 +tries=1)
+
 have_ipv6_loopback() {
     python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::1",0))' 2>/dev/null
 }

@@ -64,13 +64,13 @@ dns_chute_start() {
 dq() {
     local name=$1 type=${2:-A}
     shift 2 2>/dev/null || shift $#
-    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +short +time=2 +tries=1 "$@" 2>&1 | sort
+    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +short "${DIG_WAIT[@]}" "$@" 2>&1 | sort
 }
 
 dfull() {
     local name=$1 type=${2:-A}
     shift 2 2>/dev/null || shift $#
-    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +time=2 +tries=1 "$@" 2>&1
+    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" "${DIG_WAIT[@]}" "$@" 2>&1
 }
 
 # The status word of a full dig answer ("NOERROR", "NXDOMAIN", ...).
