@@ -18,6 +18,7 @@
 #   dstats [PREFIX]              SIGUSR1; the new "stats" line's key=value
 #                                pairs become PREFIX_key (default S_key)
 #   up_queries NAME [TYPE]       how many queries for NAME (of TYPE) dnsmasq got
+#   ttl_floor TTL START MIN      the lowest TTL a cached answer may show by now
 #
 # Everything runs on 127.0.0.1 as whoever runs the test; the processes are
 # registered in E2E_EXTRA_PIDS, so lib.sh's cleanup stops them (and only them).
@@ -71,6 +72,15 @@ dfull() {
     local name=$1 type=${2:-A}
     shift 2 2>/dev/null || shift $#
     dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" "${DIG_WAIT[@]}" "$@" 2>&1
+}
+
+# ttl_floor TTL START MIN: the lowest TTL an answer cached with TTL at
+# START (a `now`) may show by now: TTL - 1 - the whole seconds since, or
+# MIN when that is lower. A slow run (a sanitizer build, a loaded machine)
+# widens the bound; a fast one keeps MIN.
+ttl_floor() {
+    awk -v t="$1" -v s="$2" -v e="$(now)" -v m="$3" \
+        'BEGIN { a = e - s; c = int(a); if (c < a) c++; f = t - 1 - c; print (f < m ? f : m) }'
 }
 
 # The status word of a full dig answer ("NOERROR", "NXDOMAIN", ...).
