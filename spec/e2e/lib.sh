@@ -105,6 +105,7 @@ e2e_cleanup() {
         kill_wait "$p"
     done
     [ -n "$E2E_TMP" ] && rm -rf "$E2E_TMP"
+    e2e_ports_release
     exit "$rc"
 }
 
@@ -123,32 +124,110 @@ kill_wait() {
 }
 
 # Sets ORIGIN_PORT, ALT_PORT (a second nginx port, so route() can tell two
-# destinations apart by flow.dst_port), SOCKS_PORT and HTTP_PORT. Each port
-# is free on 127.0.0.1 and, where the machine has it, on ::1 too.
+# destinations apart by flow.dst_port), SOCKS_PORT and HTTP_PORT.
 e2e_pick_ports() {
     local ports
-    ports=$(python3 - <<'PY'
-import socket
-socks, out = [], []
-while len(out) < 4:
-    s4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s4.bind(("127.0.0.1", 0))
-    port = s4.getsockname()[1]
-    try:
-        s6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        s6.bind(("::1", port))
-        socks.append(s6)
-    except OSError as e:
-        if e.errno == 98:  # in use on ::1: pick another
-            s4.close()
-            continue
-    socks.append(s4)  # held until all are picked: no duplicates
-    out.append(port)
-print(*out)
-PY
-    )
+    ports=$(e2e_ports 4) || fail "e2e_ports: no 4 free ports"
     read -r ORIGIN_PORT ALT_PORT SOCKS_PORT HTTP_PORT <<<"$ports"
 }
+
+# e2e_ports N: N ports for this test, free on 127.0.0.1 (TCP and UDP) and,
+# where the machine has it, on ::1 (TCP), and held for it until it ends.
+# They come from one registry for the machine (E2E_PORTS, a file of "port
+# pid start-time" lines, changed under flock), so tests running in parallel
+# (ctest -j, or other trees) never get the same port; and from outside the
+# kernel's ephemeral range (ip_local_port_range), so no connect(), no dig's
+# source port and no bind(0) elsewhere can take one between the pick and
+# the listen, or while chute restarts. A line whose process is gone (same
+# pid, other start time: reused) is free again; e2e_cleanup drops ours.
+E2E_PORTS=${E2E_PORTS:-/tmp/chute-e2e-ports}
+e2e_ports() {
+    python3 - "$E2E_PORTS" "$$" "$1" <<'PY'
+import errno, fcntl, os, socket, sys
+path, owner, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+def started(pid):  # field 22 of /proc/PID/stat, or None when PID is gone
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+def free(port):
+    tries = [(socket.AF_INET, socket.SOCK_STREAM, "127.0.0.1"),
+             (socket.AF_INET, socket.SOCK_DGRAM, "127.0.0.1"),
+             (socket.AF_INET6, socket.SOCK_STREAM, "::1")]
+    for fam, kind, host in tries:
+        try:
+            s = socket.socket(fam, kind)
+        except OSError:
+            continue  # no IPv6 here
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return False  # (other errors: no ::1 here)
+        finally:
+            s.close()
+    return True
+
+with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+    lo, hi = map(int, f.read().split())
+cands = [p for p in range(10000, 65536) if not lo <= p <= hi]
+try:
+    fd = os.open(path, os.O_RDWR)
+except FileNotFoundError:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    os.fchmod(fd, 0o666)  # tests run as root and as users share it
+fcntl.flock(fd, fcntl.LOCK_EX)
+with os.fdopen(fd, "r+") as f:
+    held = {}
+    for line in f:
+        try:
+            port, pid, start = map(int, line.split())
+        except ValueError:
+            continue
+        if started(pid) == start:
+            held[port] = (pid, start)
+    me = (owner, started(owner))
+    out = []
+    first = owner * 7919 % len(cands)  # tests start their search apart
+    for i in range(len(cands)):
+        port = cands[(first + i) % len(cands)]
+        if port not in held and free(port):
+            held[port] = me
+            out.append(port)
+            if len(out) == n:
+                break
+    f.seek(0)
+    f.truncate()
+    f.writelines(f"{p} {o[0]} {o[1]}\n" for p, o in sorted(held.items()))
+if len(out) < n:
+    sys.exit(f"only {len(out)} of {n} ports free outside {lo}-{hi}")
+print(*out)
+PY
+}
+
+# e2e_ports_release: this test's ports go back to the registry.
+e2e_ports_release() {
+    [ -f "$E2E_PORTS" ] || return 0
+    python3 - "$E2E_PORTS" "$$" <<'PY'
+import fcntl, sys
+with open(sys.argv[1], "r+") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    keep = [l for l in f if l.split()[1:2] != [sys.argv[2]]]
+    f.seek(0)
+    f.truncate()
+    f.writelines(keep)
+PY
+}
+
+# DIG_WAIT: how dig waits for an answer. One try, because tests count
+# queries exactly and a retransmission would count twice; 5 s, because a
+# sanitizer build on a loaded machine can answer late. An answer takes
+# milliseconds, so the wait costs time only when a test fails anyway.
+# shellcheck disable=SC2034 # for the tests that run dig
+DIG_WAIT=(+time=5 +tries=1)
 
 have_ipv6_loopback() {
     python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::1",0))' 2>/dev/null

@@ -59,19 +59,22 @@ assert_eq "$before" "$(ask_all "${names[@]}")" "a reload that rebuilds the DNS s
 assert_eq "$new" "$(dq new.test.example A)" "and the mapping made since the restart"
 
 say "a reload that cannot bind its DNS listener"
-python3 - "$E2E_TMP/busy" <<'PY' &
+# A port from the registry: one taken by bind(0) on UDP may be in use on
+# TCP (a TIME_WAIT, another test's client), and then the holder fails.
+busy=$(e2e_ports 1) || fail "e2e_ports: no free port to hold"
+python3 - "$E2E_TMP/busy" "$busy" <<'PY' &
 import socket, sys, time
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-u.bind(("127.0.0.1", 0))
+u.bind(("127.0.0.1", int(sys.argv[2])))
 t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-t.bind(("127.0.0.1", u.getsockname()[1]))
+t.bind(("127.0.0.1", int(sys.argv[2])))
 t.listen(1)
-open(sys.argv[1], "w").write(str(u.getsockname()[1]))
+open(sys.argv[1], "w").write(sys.argv[2])
 time.sleep(60)
 PY
 E2E_EXTRA_PIDS+=("$!")
 for _ in $(seq 100); do [ -s "$E2E_TMP/busy" ] && break; sleep 0.05; done
-busy=$(cat "$E2E_TMP/busy")
+[ -s "$E2E_TMP/busy" ] || fail "no process holds port $busy"
 write_bundle 9 "$busy" <<'LUA'
 function chute.route(flow) return "DIRECT" end
 LUA

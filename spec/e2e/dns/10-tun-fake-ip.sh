@@ -26,12 +26,12 @@ LUA
 tun_chute_start
 
 say "queries through the TUN"
-f=$(cli dig @"$FAKE_RESOLVER" test.example A +short +time=2 +tries=1 2>&1)
+f=$(cli dig @"$FAKE_RESOLVER" test.example A +short "${DIG_WAIT[@]}" 2>&1)
 assert_in_net "$f" 198.18.0.0/15 "dig @$FAKE_RESOLVER test.example through the TUN: a fake IP ($f)"
-assert_eq "$f" "$(cli dig test.example A +short +time=2 +tries=1 2>&1)" "the same from the namespace's resolv.conf"
-assert_eq "$f" "$(cli dig @"$FAKE_RESOLVER" test.example A +tcp +short +time=2 +tries=1 2>&1)" "the same over TCP/53 through the TUN"
-assert_eq "$f" "$(cli dig @"$SRV4" test.example A +tcp +short +time=2 +tries=1 2>&1)" "TCP/53 to dnsmasq's own address is answered by chute too"
-assert_eq "" "$(cli dig @"$FAKE_RESOLVER" test.example AAAA +short +time=2 +tries=1 2>&1)" "AAAA: none (no fake_ip_range6)"
+assert_eq "$f" "$(cli dig test.example A +short "${DIG_WAIT[@]}" 2>&1)" "the same from the namespace's resolv.conf"
+assert_eq "$f" "$(cli dig @"$FAKE_RESOLVER" test.example A +tcp +short "${DIG_WAIT[@]}" 2>&1)" "the same over TCP/53 through the TUN"
+assert_eq "$f" "$(cli dig @"$SRV4" test.example A +tcp +short "${DIG_WAIT[@]}" 2>&1)" "TCP/53 to dnsmasq's own address is answered by chute too"
+assert_eq "" "$(cli dig @"$FAKE_RESOLVER" test.example AAAA +short "${DIG_WAIT[@]}" 2>&1)" "AAAA: none (no fake_ip_range6)"
 assert_eq 0 "$(grep -c 'query\[' "$NS_DNS_LOG" || true)" "dnsmasq saw none of these queries"
 
 say "curl by name"

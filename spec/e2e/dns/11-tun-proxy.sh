@@ -27,7 +27,7 @@ end
 LUA
 tun_chute_start
 
-f=$(cli dig test.example A +short +time=2 +tries=1 2>&1)
+f=$(cli dig test.example A +short "${DIG_WAIT[@]}" 2>&1)
 assert_in_net "$f" 198.18.0.0/15 "test.example resolves to a fake IP through chute ($f)"
 assert_eq "$SHA_SMALL" "$(cli_fetch_sha "http://test.example/small")" "curl http://test.example/small via s5: the file's sha256"
 for i in 1 2 3; do

@@ -26,8 +26,8 @@ bundle "state_file = \"$STATE\""
 tun_chute_start
 
 # A few other names first, so test.example's address is not the first one.
-for n in a b c; do cli dig @"$FAKE_RESOLVER" "$n.test.example" A +short +time=2 +tries=1 >/dev/null; done
-f=$(cli dig @"$FAKE_RESOLVER" test.example A +short +time=2 +tries=1 2>&1)
+for n in a b c; do cli dig @"$FAKE_RESOLVER" "$n.test.example" A +short "${DIG_WAIT[@]}" >/dev/null; done
+f=$(cli dig @"$FAKE_RESOLVER" test.example A +short "${DIG_WAIT[@]}" 2>&1)
 assert_in_net "$f" 198.18.0.0/15 "test.example: a fake IP ($f)"
 fetch() { cli_fetch_sha -H "Host: test.example" "http://$f/small"; }
 assert_eq "$SHA_SMALL" "$(fetch)" "curl to $f with Host test.example, before the restart"
@@ -39,7 +39,7 @@ tun_chute_start
 assert_eq "$SHA_SMALL" "$(fetch)" "the same curl to the old fake IP after the restart"
 assert_log "flow [0-9]+ tcp tun [0-9.]+:[0-9]+ -> test\\.example:80 policy=DIRECT $RULE_RE" \
     "after the restart the flow to $f is named test.example"
-assert_eq "$f" "$(cli dig @"$FAKE_RESOLVER" test.example A +short +time=2 +tries=1 2>&1)" "and the name still maps to $f"
+assert_eq "$f" "$(cli dig @"$FAKE_RESOLVER" test.example A +short "${DIG_WAIT[@]}" 2>&1)" "and the name still maps to $f"
 stats_read
 assert_eq 0 "$S_dns_fake_misses" "no fake-IP miss"
 chute_stop_within 5

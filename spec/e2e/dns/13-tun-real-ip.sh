@@ -30,9 +30,9 @@ check "a connection to $SRV4 with Host wrong.example is rejected (curl status $r
 [ "$rc" != 0 ] || fail "it went through: route() does not tell names apart"
 
 say "real answers through the TUN"
-assert_eq "$SRV4" "$(cli dig @"$FAKE_RESOLVER" test.example A +short +time=2 +tries=1 2>&1)" "dig through the TUN: dnsmasq's $SRV4"
-assert_eq "$SRV4" "$(cli dig @"$FAKE_RESOLVER" test.example A +short +time=2 +tries=1 2>&1)" "again (from chute's cache)"
-assert_eq "$SRV4" "$(cli dig @"$FAKE_RESOLVER" test.example A +tcp +short +time=2 +tries=1 2>&1)" "over TCP/53"
+assert_eq "$SRV4" "$(cli dig @"$FAKE_RESOLVER" test.example A +short "${DIG_WAIT[@]}" 2>&1)" "dig through the TUN: dnsmasq's $SRV4"
+assert_eq "$SRV4" "$(cli dig @"$FAKE_RESOLVER" test.example A +short "${DIG_WAIT[@]}" 2>&1)" "again (from chute's cache)"
+assert_eq "$SRV4" "$(cli dig @"$FAKE_RESOLVER" test.example A +tcp +short "${DIG_WAIT[@]}" 2>&1)" "over TCP/53"
 assert_eq 1 "$(ns_up_queries test.example A "$CLI4")" "dnsmasq was asked once: the repeats came from the cache"
 
 say "the answer names the IP"

@@ -5,7 +5,7 @@
 # Source it after lib.sh, then:
 #
 #   dns_init                     e2e_init + DNS_PORT (chute's dns.listen) and
-#                                UP_PORT (dnsmasq), both free on UDP and TCP
+#                                UP_PORT (dnsmasq) from lib.sh's e2e_ports
 #   upstream_start [ARGS...]     dnsmasq on 127.0.0.1:$UP_PORT answering
 #                                test.example (and below) with 10.1.2.3 (AAAA:
 #                                NODATA, not REFUSED: --local), every
@@ -18,6 +18,7 @@
 #   dstats [PREFIX]              SIGUSR1; the new "stats" line's key=value
 #                                pairs become PREFIX_key (default S_key)
 #   up_queries NAME [TYPE]       how many queries for NAME (of TYPE) dnsmasq got
+#   ttl_floor TTL START MIN      the lowest TTL a cached answer may show by now
 #
 # Everything runs on 127.0.0.1 as whoever runs the test; the processes are
 # registered in E2E_EXTRA_PIDS, so lib.sh's cleanup stops them (and only them).
@@ -26,24 +27,7 @@ dns_init() {
     need_cmd dig dnsmasq
     e2e_init
     local ports
-    ports=$(python3 - <<'PY'
-import socket
-held, out = [], []
-while len(out) < 2:
-    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    u.bind(("127.0.0.1", 0))
-    port = u.getsockname()[1]
-    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        t.bind(("127.0.0.1", port))
-    except OSError:
-        u.close()
-        continue
-    held += [u, t]  # held until both are picked: no duplicates
-    out.append(port)
-print(*out)
-PY
-    )
+    ports=$(e2e_ports 2) || fail "e2e_ports: no 2 free ports for DNS"
     read -r DNS_PORT UP_PORT <<<"$ports"
     UP_LOG=$E2E_TMP/dnsmasq.log
     STATE=$E2E_TMP/fakeip.state
@@ -81,13 +65,22 @@ dns_chute_start() {
 dq() {
     local name=$1 type=${2:-A}
     shift 2 2>/dev/null || shift $#
-    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +short +time=2 +tries=1 "$@" 2>&1 | sort
+    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +short "${DIG_WAIT[@]}" "$@" 2>&1 | sort
 }
 
 dfull() {
     local name=$1 type=${2:-A}
     shift 2 2>/dev/null || shift $#
-    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" +time=2 +tries=1 "$@" 2>&1
+    dig @127.0.0.1 -p "$DNS_PORT" "$name" "$type" "${DIG_WAIT[@]}" "$@" 2>&1
+}
+
+# ttl_floor TTL START MIN: the lowest TTL an answer cached with TTL at
+# START (a `now`) may show by now: TTL - 1 - the whole seconds since, or
+# MIN when that is lower. A slow run (a sanitizer build, a loaded machine)
+# widens the bound; a fast one keeps MIN.
+ttl_floor() {
+    awk -v t="$1" -v s="$2" -v e="$(now)" -v m="$3" \
+        'BEGIN { a = e - s; c = int(a); if (c < a) c++; f = t - 1 - c; print (f < m ? f : m) }'
 }
 
 # The status word of a full dig answer ("NOERROR", "NXDOMAIN", ...).
