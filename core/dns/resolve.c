@@ -133,18 +133,24 @@ extract(const uint8_t *buf, size_t len, const struct dns_msg *m, const char *nam
     for (int hop = 0; hop < CNAME_HOPS; hop++) {
         size_t i;
         for (i = 0; i < m->nan; i++)
-            if (m->rr[i].type == DNS_TYPE_CNAME && strcmp(m->rr[i].name, target) == 0)
+            if (m->rr[i].type == DNS_TYPE_CNAME && m->rr[i].klass == DNS_CLASS_IN &&
+                strcmp(m->rr[i].name, target) == 0)
                 break;
         if (i == m->nan)
             break;
         size_t off = m->rr[i].rdata_off;
-        if (dns_name_read(buf, len, &off, target, sizeof(target)) != 0)
-            break;
+        if (dns_name_read(buf, len, &off, target, sizeof(target)) != 0) {
+            /* Too long as text (escapes): no record owns it, and |target|
+             * now holds a cut, unterminated copy. */
+            s->err = dns_err_not_found;
+            return;
+        }
     }
     size_t alen = type == DNS_TYPE_A ? 4 : 16;
     for (size_t i = 0; i < m->nan && s->n < DNS_MAX_ADDRS; i++) {
         const struct dns_rr *rr = &m->rr[i];
-        if (rr->type != type || rr->rdlen != alen || strcmp(rr->name, target) != 0)
+        if (rr->type != type || rr->klass != DNS_CLASS_IN || rr->rdlen != alen ||
+            strcmp(rr->name, target) != 0)
             continue;
         out[s->n] = (struct dns_addr){.version = type == DNS_TYPE_A ? 4 : 6};
         memcpy(out[s->n].ip, rr->rdata, alen);
