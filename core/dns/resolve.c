@@ -110,11 +110,10 @@ revmap_feed(struct dns_resolver *r, const struct dns_msg *m, const char *asked)
     }
 }
 
-/* The addresses an answer gives |name|: through the answer's CNAME chain
- * to the final name, then its A or AAAA records. */
-static void
-extract(const uint8_t *buf, size_t len, const struct dns_msg *m, const char *name, uint16_t type,
-        struct slot *s, struct dns_addr *out)
+/* see resolve_int.h */
+void
+dns_resolve_extract(const uint8_t *buf, size_t len, const struct dns_msg *m, const char *name,
+                    uint16_t type, struct slot *s, struct dns_addr *out)
 {
     s->state = S_DONE;
     s->n = 0;
@@ -133,18 +132,24 @@ extract(const uint8_t *buf, size_t len, const struct dns_msg *m, const char *nam
     for (int hop = 0; hop < CNAME_HOPS; hop++) {
         size_t i;
         for (i = 0; i < m->nan; i++)
-            if (m->rr[i].type == DNS_TYPE_CNAME && strcmp(m->rr[i].name, target) == 0)
+            if (m->rr[i].type == DNS_TYPE_CNAME && m->rr[i].klass == DNS_CLASS_IN &&
+                strcmp(m->rr[i].name, target) == 0)
                 break;
         if (i == m->nan)
             break;
         size_t off = m->rr[i].rdata_off;
-        if (dns_name_read(buf, len, &off, target, sizeof(target)) != 0)
-            break;
+        if (dns_name_read(buf, len, &off, target, sizeof(target)) != 0) {
+            /* Too long as text (escapes): no record owns it, and |target|
+             * now holds a cut, unterminated copy. */
+            s->err = dns_err_not_found;
+            return;
+        }
     }
     size_t alen = type == DNS_TYPE_A ? 4 : 16;
     for (size_t i = 0; i < m->nan && s->n < DNS_MAX_ADDRS; i++) {
         const struct dns_rr *rr = &m->rr[i];
-        if (rr->type != type || rr->rdlen != alen || strcmp(rr->name, target) != 0)
+        if (rr->type != type || rr->klass != DNS_CLASS_IN || rr->rdlen != alen ||
+            strcmp(rr->name, target) != 0)
             continue;
         out[s->n] = (struct dns_addr){.version = type == DNS_TYPE_A ? 4 : 6};
         memcpy(out[s->n].ip, rr->rdata, alen);
@@ -290,7 +295,7 @@ lookup_done(void *arg, const uint8_t *resp, size_t len, const char *err)
     struct slot res = {.state = S_DONE, .err = err != NULL ? err : dns_err_servfail};
     struct dns_addr addrs[DNS_MAX_ADDRS];
     if (m != NULL && (lk->type == DNS_TYPE_A || lk->type == DNS_TYPE_AAAA))
-        extract(resp, len, m, lk->name, lk->type, &res, addrs);
+        dns_resolve_extract(resp, len, m, lk->name, lk->type, &res, addrs);
     r->depth++;
     struct waiter *w;
     while ((w = lk->waiters) != NULL && !r->dying) {
@@ -421,7 +426,7 @@ dns_resolve(struct dns_resolver *r, const char *name, dns_resolve_cb cb, void *a
             struct dns_msg m;
             if (p != NULL && dns_msg_parse(&m, p, len) == 0) {
                 r->st.cache_hits++;
-                extract(p, len, &m, norm, types[i], s, q->addr[i]);
+                dns_resolve_extract(p, len, &m, norm, types[i], s, q->addr[i]);
                 revmap_feed(r, &m, norm);
                 continue;
             }

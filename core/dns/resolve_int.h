@@ -85,4 +85,13 @@ struct dns_resolver {
 /* Frees every query (no callbacks) and stops every lookup. */
 void dns_resolver_drop_all(struct dns_resolver *r);
 
+/* resolve.c: the addresses the parsed answer |m| (|len| bytes at |buf|)
+ * gives |name| (lower-case) for |type|, A or AAAA: through the answer's
+ * CNAME chain to the final name, then its records (class IN only). Fills
+ * |s| (done, the count, NXDOMAIN, the error) and up to DNS_MAX_ADDRS of
+ * |out|.
+ * spec/fuzz/dns_extract_fuzz.c calls it directly. */
+void dns_resolve_extract(const uint8_t *buf, size_t len, const struct dns_msg *m, const char *name,
+                         uint16_t type, struct slot *s, struct dns_addr *out);
+
 #endif

@@ -129,10 +129,13 @@ strip_opt(struct dns_server *s, uint8_t *msg, size_t len)
     if (dns_msg_parse(m, msg, len) != 0 || !m->has_edns || m->nrr == 0)
         return len;
     const struct dns_rr *rr = &m->rr[m->nrr - 1];
-    size_t start = rr->rdata_off - 11; /* root owner (1), type, class, TTL, rdlength */
-    if (rr->type != DNS_TYPE_OPT || rr->rdata_off + rr->rdlen != len || rr->rdata_off < 11 ||
-        m->arcount == 0)
+    if (rr->type != DNS_TYPE_OPT || rr->rdata_off + rr->rdlen != len || m->arcount == 0 ||
+        (m->nrr == 1 && m->qdcount > 1))
         return len;
+    /* It starts where the record or question before it ends: its owner,
+     * the root, may be spelled as a 2-byte pointer to one. */
+    const struct dns_rr *before = m->nrr > 1 ? &m->rr[m->nrr - 2] : NULL;
+    size_t start = before != NULL ? before->rdata_off + before->rdlen : m->question_end;
     msg[10] = (uint8_t)((m->arcount - 1) >> 8);
     msg[11] = (uint8_t)(m->arcount - 1);
     return start;
