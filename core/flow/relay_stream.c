@@ -131,9 +131,6 @@ pump_up_peek(struct flow_relay_stream *t)
             }
             return check_done(t);
         }
-        size_t offered = 0;
-        for (int i = 0; i < n; i++)
-            offered += iov[i].iov_len;
         ssize_t w = io_writev(t->s, iov, n);
         if (w < 0 && errno != EAGAIN) {
             stream_failed(t, errno);
@@ -144,7 +141,9 @@ pump_up_peek(struct flow_relay_stream *t)
             *t->up_count += (uint64_t)w;
             t->r->_last = ev_now(loop);
         }
-        if (w < 0 || (size_t)w < offered) {
+        /* A partial take goes round again: the next writev takes more or
+         * says EAGAIN, which is what promises on_drain. */
+        if (w < 0) {
             /* The stream is full: the client waits until on_drain. */
             t->uwait = 1;
             io_read_stop(t->c);
