@@ -41,7 +41,8 @@
  * "Request Header Fields Too Large", "Bad Gateway", or the owner's).
  *
  * Callbacks run from the loop, never from inside a call the owner made.
- * Only on_done may free the connection; it is called once, after the
+ * Of the callbacks only on_done may free the connection (the owner may
+ * free it any time outside them); on_done is called once, after the
  * driver closed both streams. Loop thread only. */
 
 #include <stdint.h>
