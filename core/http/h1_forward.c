@@ -450,7 +450,8 @@ http_fwd_field_set(struct http_fwd_fields *f, struct mem_slice name, struct mem_
 int
 http_fwd_field_del(struct http_fwd_fields *f, struct mem_slice name)
 {
-    if (framing_field(name))
+    /* An HTTP/1.1 request without Host is one every origin must refuse. */
+    if (framing_field(name) || mem_slice_ieq(name, "host"))
         return -1;
     return (int)remove_all(f, name);
 }

@@ -158,7 +158,7 @@ enum http_fwd_next http_fwd_after(const struct http_fwd_req *req, const struct h
  * bytes other than HT (else -1: no header injection); both are copied into
  * the arena, values without surrounding SP/HT. Content-Length and
  * Transfer-Encoding cannot be set or removed (-1): the body is forwarded
- * with the framing it arrived with.
+ * with the framing it arrived with; Host can be set but not removed.
  * set: replaces every field of that name with one (appends when none);
  * add: appends one; del: removes them all, returns how many. -1 also when
  * out of memory. */

@@ -537,6 +537,8 @@ test_fields(void **state)
                                         MEM_SLICE_LIT("chunked")),
                      -1);
     assert_int_equal(http_fwd_field_del(f, MEM_SLICE_LIT("Content-Length")), -1);
+    assert_int_equal(http_fwd_field_del(f, MEM_SLICE_LIT("HOST")), -1);
+    assert_non_null(http_fwd_field_get(f, "host"));
     assert_non_null(http_fwd_field_get(f, "content-length"));
 }
 

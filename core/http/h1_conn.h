@@ -1,0 +1,133 @@
+#ifndef CHUTE_HTTP_H1_CONN_H
+#define CHUTE_HTTP_H1_CONN_H
+
+/* One HTTP/1 client connection forwarded exchange after exchange to an
+ * upstream, over two io streams, with the rules of h1_forward.h. The HTTP
+ * proxy inbound and the MITM share it; what differs between them is in
+ * the hooks: where each request's upstream comes from (the route, an
+ * outbound), whether it is answered locally (407, 403, a script's 204),
+ * what a script rewrites.
+ *
+ * The life of a request:
+ *  1. the head is read from the client (400 or 431 and close when it is
+ *     malformed or too large, as the HTTP proxy answers);
+ *  2. on_request_head(req) is called; the owner decides, inside the call or
+ *     later, with exactly one of http_h1_conn_forward (over the upstream it
+ *     keeps, or a new one), http_h1_conn_respond (a local answer), or
+ *     http_h1_conn_release_client (CONNECT: the owner tunnels). Nothing
+ *     moves, and the idle clock stops, until it has;
+ *  3. the upstream head goes out, then the request body as framed, while
+ *     the response is read: 1xx heads are passed on, on_response_head(resp)
+ *     sees the final head, whose body then streams to the client;
+ *  4. when the response is whole, the connection either reads the next
+ *     request (the upstream kept, or dropped when it sent bytes past the
+ *     response or closed: on_upstream_end), or ends ("done").
+ *
+ * Back-pressure both ways: a side is read only while what was read from it
+ * has gone out to the other side, so at most one buffer per direction
+ * (HTTP_MAX_HEAD + 16 KiB) is held whatever the peers' speeds; the side
+ * that cannot write is resumed by its stream's on_drain. The client is not
+ * read while a response is in flight after its request body (pipelined
+ * requests wait in the socket); an upstream kept between requests is
+ * watched, so one that closes (or talks out of turn) is dropped before the
+ * next request could be sent into it.
+ *
+ * Errors: the upstream failing before any response byte reached the
+ * client becomes "502 Bad Gateway" and close; after, the client connection
+ * is closed ("upstream broke the response"). Done reasons are static
+ * strings (compare with strcmp): "done", "idle", "client gone" (writing to
+ * it failed), "client closed mid-request", "upstream broke the response",
+ * or the reason phrase of the error answered before closing ("Bad Request",
+ * "Request Header Fields Too Large", "Bad Gateway", or the owner's).
+ *
+ * Callbacks run from the loop, never from inside a call the owner made.
+ * Of the callbacks only on_done may free the connection (the owner may
+ * free it any time outside them); on_done is called once, after the
+ * driver closed both streams. Loop thread only. */
+
+#include <stdint.h>
+
+#include "http/h1_forward.h"
+#include "io/io.h"
+
+struct http_h1_conn;
+
+struct http_h1_conn_cbs {
+    /* A request head was read. |req| (in the request's arena) is valid
+     * until the exchange ends; the owner may edit req->fields until it
+     * calls http_h1_conn_forward. Required. */
+    void (*on_request_head)(void *arg, struct http_h1_conn *c, struct http_fwd_req *req);
+    /* The final response head, before the client gets it: the hook may
+     * edit resp->fields (a new head is written then). NULL: the head goes
+     * out as received, without a copy. */
+    void (*on_response_head)(void *arg, struct http_h1_conn *c, struct http_fwd_resp *resp);
+    /* The driver closed the upstream on its own, the client connection
+     * going on ("done": it closed, or sent bytes past a response); the next
+     * request needs a new one. NULL: not told. */
+    void (*on_upstream_end)(void *arg, struct http_h1_conn *c, const char *reason);
+    /* The connection ended; both streams are closed. Required. */
+    void (*on_done)(void *arg, struct http_h1_conn *c, const char *reason);
+};
+
+struct http_h1_conn_opts {
+    struct http_fwd_opts fwd;
+    /* Seconds with nothing moving before the connection ends ("idle"),
+     * not counting the time the owner takes to decide; 0: never. */
+    double idle_timeout;
+};
+
+/* The upstream for a request. */
+struct http_h1_upstream {
+    struct io_stream *stream;    /* owned by the driver from now on */
+    const void *early;           /* bytes the upstream already sent (copied), or NULL */
+    size_t early_len;
+    uint64_t *up_count;          /* bytes the upstream took, heads included (or NULL) */
+    uint64_t *down_count;        /* bytes the client took from it (or NULL) */
+};
+
+/* Starts reading requests from |client| (owned from now on: its callbacks
+ * are the driver's). |o| and |cbs| are copied. NULL when out of memory
+ * (|client| is then still the caller's). */
+struct http_h1_conn *http_h1_conn_new(struct io_stream *client, const struct http_h1_conn_opts *o,
+                                      const struct http_h1_conn_cbs *cbs, void *arg);
+
+/* Decides the pending request: forward it over |up|, or over the upstream
+ * the connection keeps when |up| is NULL (the previous request's, with its
+ * counters). A new upstream replaces (closes) a kept one. Returns 0, or -1
+ * when no request waits for a decision, it was refused or is a CONNECT,
+ * there is no upstream to keep, |up|'s early bytes do not fit a buffer, or
+ * out of memory: nothing was taken then (|up->stream| is the caller's) and
+ * the request still waits, for an answer such as 502. */
+int http_h1_conn_forward(struct http_h1_conn *c, const struct http_h1_upstream *up);
+
+/* Decides the pending request with a local answer (http_fwd_reply's
+ * bytes); |reason| is a static string and becomes the done reason when
+ * the connection closes after it. Without |close| the request's body is
+ * read and dropped and the connection goes on (unless the client asked to
+ * close). Returns 0, or -1 when no request waits for a decision. */
+int http_h1_conn_respond(struct http_h1_conn *c, int status, const char *reason, const char *extra,
+                         int close);
+
+/* Closes the upstream the connection keeps (the owner wants another for
+ * the pending request). Only while a request waits for a decision; -1
+ * otherwise. on_upstream_end is not called. */
+int http_h1_conn_drop_upstream(struct http_h1_conn *c);
+
+/* 1 while the connection keeps an upstream for the next request. */
+int http_h1_conn_has_upstream(const struct http_h1_conn *c);
+
+/* Decides the pending request by handing the client stream back (CONNECT:
+ * the owner relays it). |*rest| is what the client sent after the head,
+ * valid until http_h1_conn_free; the owner frees the connection next (it
+ * does nothing more, and closes a kept upstream then). NULL when no
+ * request waits for a decision. */
+struct io_stream *http_h1_conn_release_client(struct http_h1_conn *c, struct mem_slice *rest);
+
+/* Frees the connection and closes the streams it still holds; callbacks
+ * never fire afterwards. May be called from inside on_done. */
+void http_h1_conn_free(struct http_h1_conn *c);
+
+/* Bytes the connection holds from malloc: buffers and the request's arena. */
+size_t http_h1_conn_memory(const struct http_h1_conn *c);
+
+#endif
