@@ -4,13 +4,13 @@
 
 #include "flow/flow.h"
 #include "flow/relay.h"
+#include "flow/session.h"
 #include "flow/sniff.h"
 #include "flow/tcp.h"
 #include "io/io.h"
 #include "ip/ip.h"
 #include "log/log.h"
 #include "netstack/netstack.h"
-#include "outbound/outbound.h"
 
 /* The states of one TUN TCP flow:
  *   T_OPENING       the SYN is held, the upstream opens
@@ -28,7 +28,7 @@ struct tcp_flow {
     struct netstack_conn *nc;   /* until established (or gone) */
     struct io_stream *client;   /* once established */
     struct io_stream *up;       /* once open, until the relay takes it */
-    struct outbound_open *oc;
+    struct flow_open *oc;
     uint8_t *extra;             /* the proxy's early bytes, for the client */
     size_t extra_len;
     ev_timer sniff_timer;
@@ -50,7 +50,7 @@ finish(struct tcp_flow *x, const char *reason, int reset)
     const struct flow_env *e = x->t->env;
     ev_timer_stop(e->loop, &x->sniff_timer);
     if (x->oc != NULL)
-        outbound_open_cancel(x->oc);
+        flow_open_cancel(x->oc);
     if (x->state == T_RELAY && reset)
         flow_relay_abort(&x->relay); /* a no-op once the relay has closed */
     else if (x->state == T_RELAY)
@@ -80,25 +80,12 @@ on_relay_done(struct flow_relay *r, void *arg, const char *reason)
 static void
 relay(struct tcp_flow *x)
 {
-    const struct flow_env *e = x->t->env;
-    struct flow_relay_args a = {
-        .client = x->client,
-        .upstream = x->up,
-        .pre_down = x->extra,
-        .pre_down_len = x->extra_len,
-        .up_count = &x->flow.bytes_up,
-        .down_count = &x->flow.bytes_down,
-        .idle = e->opts->idle_timeout,
-        .cb = on_relay_done,
-        .arg = x,
-    };
-    if (flow_relay_start(&x->relay, e->loop, &a) != 0) {
+    struct flow_upstream u = {.stream = x->up, .extra = x->extra, .extra_len = x->extra_len};
+    if (flow_relay_upstream(&x->relay, x->t->env, x->client, &u, NULL, 0, NULL, 0, &x->flow,
+                            on_relay_done, x) != 0) {
         finish(x, "out of memory", 1);
         return;
     }
-    /* The relay leaves |pre_down| out of the count; the destination's early
-     * bytes are the flow's all the same. */
-    x->flow.bytes_down += x->extra_len;
     free(x->extra);
     x->extra = NULL;
     x->client = x->up = NULL;
@@ -106,19 +93,16 @@ relay(struct tcp_flow *x)
 }
 
 static void
-on_open(void *arg, const struct outbound_result *r)
+on_open(void *arg, const struct flow_upstream *r)
 {
     struct tcp_flow *x = arg;
     const struct flow_env *e = x->t->env;
     x->oc = NULL;
     if (r->err != 0) {
-        flow_log_connect_failed(&x->flow, r->why);
         finish(x, "connect failed", 1); /* the held SYN, or the accepted client, gets a RST */
         return;
     }
     x->up = r->stream;
-    if (r->via != NULL && x->flow.policy >= FLOW_POLICY__BUILTIN)
-        x->flow.via = r->via;
     if (r->extra_len > 0) { /* the destination spoke first, inside the proxy's reply */
         if ((x->extra = malloc(r->extra_len)) == NULL) {
             finish(x, "out of memory", 1);
@@ -136,10 +120,9 @@ on_open(void *arg, const struct outbound_result *r)
 }
 
 static void
-open_upstream(struct tcp_flow *x, const struct outbound_env *out)
+open_upstream(struct tcp_flow *x, int local)
 {
-    const struct flow_env *e = x->t->env;
-    x->oc = outbound_open(out, x->flow.policy, &x->flow.dst, e->opts->connect_timeout, on_open, x);
+    x->oc = flow_open(x->t->env, &x->flow, local, on_open, x);
     if (x->oc == NULL)
         finish(x, "out of memory", 1);
 }
@@ -164,7 +147,7 @@ sniff_decide(struct tcp_flow *x, const char *name)
         return;
     }
     x->state = T_SNIFF_OPENING;
-    open_upstream(x, e->out);
+    open_upstream(x, 0);
 }
 
 /* Looks for a name in what the client sent so far; the bytes stay in the
@@ -252,7 +235,7 @@ on_syn(void *ud, struct netstack_conn *nc, const struct ip_view *v)
     t->all.prev = x;
     flow_table_add(e->flows, &x->flow, ev_now(e->loop));
     if (e->dns_tcp(e->ud, &x->flow)) { /* TCP/53: chute's DNS server answers */
-        open_upstream(x, e->local);
+        open_upstream(x, 1);
         return;
     }
     if (e->name(e->ud, &x->flow) != 0) {
@@ -272,7 +255,7 @@ on_syn(void *ud, struct netstack_conn *nc, const struct ip_view *v)
         finish(x, "rejected", 1);
         return;
     }
-    open_upstream(x, e->out);
+    open_upstream(x, 0);
 }
 
 struct flow_tcp_table *

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "log/log.h"
-#include "outbound/outbound.h"
 #include "flow/relay.h"
+#include "flow/session.h"
 #include "io/io.h"
 #include "http/http.h"
 #include "inbound/inbound.h"
@@ -55,7 +55,7 @@ struct conn {
     double last;
     struct flow flow;
     int flow_added;
-    struct outbound_open *oc;
+    struct flow_open *oc;
     struct flow_relay relay;
     struct buf cin, uin;         /* from the client, from the upstream */
     char *head;                  /* rewritten request head for the upstream */
@@ -98,7 +98,7 @@ conn_free(struct conn *c, const char *reason)
     ev_io_stop(e->loop, &c->cwr);
     ev_timer_stop(e->loop, &c->timer);
     if (c->oc != NULL)
-        outbound_open_cancel(c->oc);
+        flow_open_cancel(c->oc);
     if (c->state == TUNNEL)
         flow_relay_stop(&c->relay); /* a no-op once the relay has closed */
     else if (c->fd >= 0)
@@ -328,13 +328,12 @@ on_up_drain(void *arg)
 }
 
 static void
-on_connected(void *arg, const struct outbound_result *r)
+on_connected(void *arg, const struct flow_upstream *r)
 {
     struct conn *c = arg;
     const struct flow_env *e = env_of(c);
     c->oc = NULL;
     if (r->err != 0) {
-        flow_log_connect_failed(&c->flow, r->why);
         if (r->err == ETIMEDOUT)
             fail(c, 504, "Gateway Timeout", NULL);
         else
@@ -356,8 +355,6 @@ on_connected(void *arg, const struct outbound_result *r)
     }
     c->us = r->stream;
     io_set_callbacks(c->us, on_up_drain, on_up_drain, c);
-    if (r->via != NULL && c->flow.policy >= FLOW_POLICY__BUILTIN)
-        c->flow.via = r->via;
     c->up = 0;
     if (r->extra_len > 0 && (buf_reserve(&c->uin) != 0 || c->uin.cap - c->uin.len < r->extra_len)) {
         fail(c, 502, "Bad Gateway", NULL);
@@ -444,8 +441,7 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
         c->head = NULL;
     }
     c->state = CONNECTING;
-    c->oc = outbound_open(e->out, c->flow.policy, &dst, e->opts->connect_timeout,
-                      on_connected, c);
+    c->oc = flow_open(e, &c->flow, 0, on_connected, c);
     if (c->oc == NULL) {
         fail(c, 502, "Bad Gateway", NULL);
         return -1;

@@ -48,14 +48,14 @@ void inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c);
 void inbound_conn_unlink(struct inbound_conn *c);
 
 struct flow_relay;
-struct outbound_result;
+struct flow_upstream;
 /* relay_up.c: relays the client socket |fd| with the upstream stream
- * outbound_open delivered (two bare sockets are spliced). |reply| goes to
+ * flow_open delivered (two bare sockets are spliced). |reply| goes to
  * the client first, then the proxy's early bytes, and |pre_up| to the
  * upstream first. Same contract as flow_relay_start; on failure |fd| and
  * the upstream are still the caller's. */
 int inbound_relay_upstream(struct flow_relay *r, const struct flow_env *e, int fd,
-                           const struct outbound_result *up, const void *pre_up, size_t pre_up_len,
+                           const struct flow_upstream *up, const void *pre_up, size_t pre_up_len,
                            const void *reply, size_t reply_len, struct flow *f,
                            void (*done)(struct flow_relay *, void *, const char *), void *arg);
 

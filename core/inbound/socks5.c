@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include "log/log.h"
-#include "outbound/outbound.h"
 #include "flow/relay.h"
+#include "flow/session.h"
 #include "flow/sniff.h"
 #include "io/io.h"
 #include "inbound/inbound.h"
@@ -31,7 +31,7 @@ struct conn {
     ev_timer timer; /* handshake deadline */
     struct flow flow;
     int flow_added;
-    struct outbound_open *oc;
+    struct flow_open *oc;
     struct flow_relay relay;
     size_t len;
     uint8_t buf[600]; /* the largest request: 4 + 1 + 255 + 2, auth: 513 */
@@ -54,7 +54,7 @@ conn_free(struct conn *c, const char *reason)
     ev_io_stop(e->loop, &c->io);
     ev_timer_stop(e->loop, &c->timer);
     if (c->oc != NULL)
-        outbound_open_cancel(c->oc);
+        flow_open_cancel(c->oc);
     if (c->state == RELAY)
         flow_relay_stop(&c->relay);
     else if (c->fd >= 0)
@@ -114,7 +114,7 @@ on_relay_done(struct flow_relay *r, void *arg, const char *reason)
 }
 
 static void
-on_connected(void *arg, const struct outbound_result *r)
+on_connected(void *arg, const struct flow_upstream *r)
 {
     struct conn *c = arg;
     const struct flow_env *e = env_of(c);
@@ -122,8 +122,7 @@ on_connected(void *arg, const struct outbound_result *r)
     if (c->state == SNIFF_CONNECT) {
         /* The reply went out before the connect: the held bytes go first. */
         if (r->err != 0) {
-            flow_log_connect_failed(&c->flow, r->why);
-            io_close_reset(c->fd);
+                io_close_reset(c->fd);
             c->fd = -1;
             conn_free(c, "connect failed");
             return;
@@ -140,7 +139,6 @@ on_connected(void *arg, const struct outbound_result *r)
         return;
     }
     if (r->err != 0) {
-        flow_log_connect_failed(&c->flow, r->why);
         fail(c, rep_for_errno(r->err), "connect failed");
         return;
     }
@@ -186,8 +184,7 @@ sniff_decide(struct conn *c, const char *name)
         return -1;
     }
     c->state = SNIFF_CONNECT;
-    c->oc = outbound_open(e->out, c->flow.policy, &c->flow.dst,
-                          e->opts->connect_timeout, on_connected, c);
+    c->oc = flow_open(e, &c->flow, 0, on_connected, c);
     if (c->oc == NULL) {
         conn_free(c, "out of memory");
         return -1;
@@ -318,8 +315,7 @@ advance(struct conn *c)
                 return -1;
             }
             c->state = CONNECTING;
-            c->oc = outbound_open(e->out, c->flow.policy, &c->flow.dst,
-                          e->opts->connect_timeout, on_connected, c);
+            c->oc = flow_open(e, &c->flow, 0, on_connected, c);
             if (c->oc == NULL) {
                 fail(c, SOCKS5_REP_FAILURE, "out of memory");
                 return -1;
