@@ -42,6 +42,27 @@ flow_table_add(struct flow_table *t, struct flow *f, double now)
     t->st.total++;
 }
 
+/* The fields a flow's close line and its description share. */
+static size_t
+format_line(const struct flow *f, double now, char *buf, size_t len)
+{
+    char src[64], dst[300];
+    flow_sockaddr_format(&f->src, src, sizeof(src));
+    flow_addr_format(&f->dst, dst, sizeof(dst));
+    int n = snprintf(buf, len,
+                     "%llu %s %s %s -> %s%s%s policy=%s%s%s rule=\"%s%s%s\" up=%llu down=%llu "
+                     "time=%.3fs",
+                     (unsigned long long)f->id, flow_network_name(f->network),
+                     flow_inbound_name(f->inbound), src, dst, f->sniffed ? " host=" : "",
+                     f->sniffed ? f->sniffed : "",
+                     f->policy_name ? f->policy_name : flow_policy_name(f->policy),
+                     f->via && f->via != f->policy_name ? " via=" : "",
+                     f->via && f->via != f->policy_name ? f->via : "", f->rule ? f->rule : "-",
+                     f->why[0] ? " " : "", f->why, (unsigned long long)f->bytes_up,
+                     (unsigned long long)f->bytes_down, now - f->started);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
 void
 flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *reason)
 {
@@ -53,26 +74,13 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
     t->st.active--;
     t->st.bytes_up += f->bytes_up;
     t->st.bytes_down += f->bytes_down;
-    char *sniffed = f->sniffed;
-    f->sniffed = NULL;
     if (log_threshold >= LOG_LEVEL_INFO) {
-        char src[64], dst[300];
-        flow_sockaddr_format(&f->src, src, sizeof(src));
-        flow_addr_format(&f->dst, dst, sizeof(dst));
-        log_write(LOG_LEVEL_INFO,
-                         "flow %llu %s %s %s -> %s%s%s policy=%s%s%s rule=\"%s%s%s\" up=%llu "
-                         "down=%llu time=%.3fs close=%s",
-                         (unsigned long long)f->id, flow_network_name(f->network),
-                         flow_inbound_name(f->inbound), src, dst, sniffed ? " host=" : "",
-                         sniffed ? sniffed : "",
-                         f->policy_name ? f->policy_name : flow_policy_name(f->policy),
-                         f->via && f->via != f->policy_name ? " via=" : "",
-                         f->via && f->via != f->policy_name ? f->via : "",
-                         f->rule ? f->rule : "-", f->why[0] ? " " : "", f->why,
-                         (unsigned long long)f->bytes_up,
-                         (unsigned long long)f->bytes_down, now - f->started, reason);
+        char line[1024];
+        format_line(f, now, line, sizeof(line));
+        log_write(LOG_LEVEL_INFO, "flow %s close=%s", line, reason);
     }
-    free(sniffed);
+    free(f->sniffed);
+    f->sniffed = NULL;
 }
 
 void
@@ -113,3 +121,50 @@ flow_inbound_name(enum flow_inbound i)
     return names[i];
 }
 
+
+void
+flow_set_owner(struct flow *f, const struct flow_owner_ops *ops, void *arg)
+{
+    f->_owner = ops;
+    f->_owner_arg = arg;
+}
+
+struct flow *
+flow_table_find(const struct flow_table *t, uint64_t id)
+{
+    for (struct flow *f = t->head._next; f != &t->head; f = f->_next)
+        if (f->id == id)
+            return f;
+    return NULL;
+}
+
+int
+flow_table_close(struct flow_table *t, uint64_t id, const char *reason)
+{
+    struct flow *f = flow_table_find(t, id);
+    if (f == NULL)
+        return -1;
+    if (f->_owner == NULL)
+        return -2;
+    f->_owner->close(f, f->_owner_arg, reason);
+    return 0;
+}
+
+void
+flow_table_each(const struct flow_table *t, void (*fn)(void *arg, const struct flow *f), void *arg)
+{
+    for (const struct flow *f = t->head._next; f != &t->head; f = f->_next)
+        fn(arg, f);
+}
+
+size_t
+flow_describe(const struct flow *f, double now, char *buf, size_t len)
+{
+    if (len == 0)
+        return 0;
+    size_t n = format_line(f, now, buf, len);
+    const char *state = f->_owner ? f->_owner->state(f, f->_owner_arg) : "unowned";
+    int k = snprintf(buf + n, len - n, " state=%s", state);
+    n += k < 0 ? 0 : (size_t)k;
+    return n < len ? n : len - 1;
+}

@@ -38,7 +38,20 @@ struct flow {
     uint64_t bytes_up;        /* client -> upstream */
     uint64_t bytes_down;      /* upstream -> client */
     double started;           /* ev_now at accept */
+    const struct flow_owner_ops *_owner; /* flow_set_owner: who holds its streams */
+    void *_owner_arg;
     struct flow *_prev, *_next;
+};
+
+/* Whoever holds a flow's streams (flow/tcp.c, flow/udp.c, the listeners),
+ * so the table can describe and close any flow (the control API). */
+struct flow_owner_ops {
+    /* What the flow is doing now, a static word: "connecting", "sniffing",
+     * "relay", ... */
+    const char *(*state)(const struct flow *f, void *arg);
+    /* Ends the flow now, both sides reset; its close line says |reason|.
+     * The flow is gone when this returns. */
+    void (*close)(struct flow *f, void *arg, const char *reason);
 };
 
 /* route() read a field the decision cache's key does not hold. */
@@ -103,6 +116,20 @@ void flow_table_add(struct flow_table *t, struct flow *f, double now);
 void flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *reason);
 
 void flow_table_stats(const struct flow_table *t, struct flow_table_stats *out);
+
+/* Sets |f|'s owner (after flow_table_add). */
+void flow_set_owner(struct flow *f, const struct flow_owner_ops *ops, void *arg);
+/* The live flow with |id|, or NULL. A walk: the control API's scale. */
+struct flow *flow_table_find(const struct flow_table *t, uint64_t id);
+/* Closes the live flow |id| through its owner: 0, or -1 when there is no
+ * such flow, -2 when it has no owner. */
+int flow_table_close(struct flow_table *t, uint64_t id, const char *reason);
+/* Calls |fn| for every live flow, oldest first; |fn| must not close one. */
+void flow_table_each(const struct flow_table *t, void (*fn)(void *arg, const struct flow *f),
+                     void *arg);
+/* |f| as one line, the fields of its close line with state=<owner's word>
+ * in place of close=, at |now|. Returns the length (truncated to |len|-1). */
+size_t flow_describe(const struct flow *f, double now, char *buf, size_t len);
 
 /* Logs that |f|'s upstream could not be reached, and why. */
 void flow_log_connect_failed(const struct flow *f, const char *why);

@@ -180,6 +180,24 @@ on_sniff_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     sniff_decide(w->data, NULL); /* no name in time: decide without one */
 }
 
+/* ---- the flow table's calls --------------------------------------------- */
+
+static const char *
+owner_state(const struct flow *f, void *arg)
+{
+    static const char *const names[] = {"connecting", "handshake", "handshake", "sniffing",
+                                        "connecting", "relay"};
+    return names[((const struct tcp_flow *)arg)->state];
+}
+
+static void
+owner_close(struct flow *f, void *arg, const char *reason)
+{
+    finish(arg, reason, 1);
+}
+
+static const struct flow_owner_ops owner = {.state = owner_state, .close = owner_close};
+
 /* ---- netstack's calls --------------------------------------------------- */
 
 static void
@@ -234,6 +252,7 @@ on_syn(void *ud, struct netstack_conn *nc, const struct ip_view *v)
     t->all.prev->next = x;
     t->all.prev = x;
     flow_table_add(e->flows, &x->flow, ev_now(e->loop));
+    flow_set_owner(&x->flow, &owner, x);
     if (e->dns_tcp(e->ud, &x->flow)) { /* TCP/53: chute's DNS server answers */
         open_upstream(x, 1);
         return;

@@ -238,6 +238,22 @@ send_up(struct entry *x, const uint8_t *p, size_t len)
     return 0;
 }
 
+/* The flow table's calls. */
+static const char *
+owner_state(const struct flow *f, void *arg)
+{
+    const struct entry *x = arg;
+    return x->u == NULL ? "refused" : x->ready ? "relay" : "connecting";
+}
+
+static void
+owner_close(struct flow *f, void *arg, const char *reason)
+{
+    entry_free(arg, reason);
+}
+
+static const struct flow_owner_ops owner = {.state = owner_state, .close = owner_close};
+
 static struct entry *
 entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tuple *k,
           uint32_t hash)
@@ -264,6 +280,7 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tup
     t->st.total++;
     x->last = ev_now(e->loop);
     flow_table_add(e->flows, &x->flow, x->last);
+    flow_set_owner(&x->flow, &owner, x);
     ev_init(&x->idle, on_idle);
     x->idle.data = x;
     x->idle.repeat = e->opts->udp_timeout;

@@ -113,6 +113,22 @@ conn_free(struct conn *c, const char *reason)
     free(c);
 }
 
+/* The flow table's calls: a flow is one upstream connection of |c|. */
+static const char *
+owner_state(const struct flow *f, void *arg)
+{
+    static const char *const names[] = {"idle", "connecting", "exchange", "relay"};
+    return names[((const struct conn *)arg)->state];
+}
+
+static void
+owner_close(struct flow *f, void *arg, const char *reason)
+{
+    conn_free(arg, reason);
+}
+
+static const struct flow_owner_ops owner = {.state = owner_state, .close = owner_close};
+
 static void
 close_conn(struct inbound_conn *base)
 {
@@ -425,6 +441,7 @@ on_request(struct conn *c, const struct http_request *req, size_t n)
     c->flow.local = local;
     c->flow.dst = dst;
     flow_table_add(e->flows, &c->flow, ev_now(e->loop));
+    flow_set_owner(&c->flow, &owner, c);
     c->flow_added = 1;
     if (e->name(e->ud, &c->flow) != 0) { /* a fake IP whose name is gone */
         fail(c, 502, "Bad Gateway", NULL);

@@ -66,6 +66,22 @@ conn_free(struct conn *c, const char *reason)
     free(c);
 }
 
+/* The flow table's calls. */
+static const char *
+owner_state(const struct flow *f, void *arg)
+{
+    const struct conn *c = arg;
+    return c->state == RELAY ? "relay" : c->state == SNIFFING ? "sniffing" : "connecting";
+}
+
+static void
+owner_close(struct flow *f, void *arg, const char *reason)
+{
+    conn_free(arg, reason);
+}
+
+static const struct flow_owner_ops owner = {.state = owner_state, .close = owner_close};
+
 static void
 close_conn(struct inbound_conn *base)
 {
@@ -301,6 +317,7 @@ advance(struct conn *c)
             consume(c, (size_t)n);
             ev_io_stop(e->loop, &c->io);
             flow_table_add(e->flows, &c->flow, ev_now(e->loop));
+            flow_set_owner(&c->flow, &owner, c);
             c->flow_added = 1;
             if (e->name(e->ud, &c->flow) != 0) { /* a fake IP whose name is gone */
                 fail(c, SOCKS5_REP_HOST_UNREACH, "fake IP without a name");
