@@ -99,6 +99,22 @@ check_done(struct flow_relay_stream *t)
     return 0;
 }
 
+/* The client's data ended and the stream took all of it: the stream's
+ * sending side ends too. Same return as pump_up. */
+static int
+up_ended(struct flow_relay_stream *t)
+{
+    io_read_stop(t->c);
+    if (!t->ushut) {
+        t->ushut = 1;
+        if (io_shutdown(t->s) != 0) {
+            stream_failed(t, errno);
+            return -1;
+        }
+    }
+    return check_done(t);
+}
+
 #define PEEK_IOV 32
 
 /* client -> stream for a client that holds its bytes in memory (an lwIP
@@ -120,16 +136,8 @@ pump_up_peek(struct flow_relay_stream *t)
             return -1;
         }
         if (n == 0) {
-            io_read_stop(t->c);
             t->ueof = 1;
-            if (!t->ushut) {
-                t->ushut = 1;
-                if (io_shutdown(t->s) != 0) {
-                    stream_failed(t, errno);
-                    return -1;
-                }
-            }
-            return check_done(t);
+            return up_ended(t);
         }
         ssize_t w = io_writev(t->s, iov, n);
         if (w < 0 && errno != EAGAIN) {
@@ -187,17 +195,8 @@ pump_up(struct flow_relay_stream *t)
             continue; /* a partial take: the next writev says EAGAIN or takes more */
         }
         t->uoff = t->ulen = 0;
-        if (t->ueof) {
-            io_read_stop(t->c);
-            if (!t->ushut) {
-                t->ushut = 1;
-                if (io_shutdown(t->s) != 0) {
-                    stream_failed(t, errno);
-                    return -1;
-                }
-            }
-            return check_done(t);
-        }
+        if (t->ueof)
+            return up_ended(t);
         /* A short read emptied the client: waiting for on_readable saves
          * the read that would only say EAGAIN. Streams call on_readable
          * again for what is left when the budget ran out. */
