@@ -187,15 +187,18 @@ on_err(void *arg, err_t err)
 
 /* ---- the owner's callbacks, from the loop ------------------------------- */
 
-/* Calls an owner's callback; a close from inside it frees |c| after. */
-static void
+/* Calls an owner's callback; a close from inside it frees |c| after.
+ * Returns 1 when |c| is gone. */
+static int
 call_owner(struct netstack_conn *c, void (*fn)(void *), void *arg)
 {
     c->in_cb = 1;
     fn(arg);
     c->in_cb = 0;
-    if (c->dead)
-        conn_free(c);
+    if (!c->dead)
+        return 0;
+    conn_free(c);
+    return 1;
 }
 
 static void
@@ -205,10 +208,11 @@ on_rd_kick(void *arg)
     if (!c->reading || c->s.on_readable == NULL)
         return;
     c->progress = 0;
-    call_owner(c, c->s.on_readable, c->s.arg);
+    if (call_owner(c, c->s.on_readable, c->s.arg))
+        return;
     /* An owner that consumed some and stopped early gets the rest next
      * iteration; one that only looked (a sniffer) waits for more bytes. */
-    if (!c->dead && c->progress && c->reading && readable(c))
+    if (c->progress && c->reading && readable(c))
         io_soon_arm(loop(), &c->rd_kick);
 }
 
@@ -218,7 +222,7 @@ on_wr_kick(void *arg)
     struct netstack_conn *c = arg;
     c->want_drain = 0;
     if (c->s.on_drain != NULL)
-        call_owner(c, c->s.on_drain, c->s.arg);
+        (void)call_owner(c, c->s.on_drain, c->s.arg);
 }
 
 /* The handshake's outcome: established, or gone. */
