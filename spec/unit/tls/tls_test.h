@@ -38,7 +38,7 @@ static struct {
     char dir[64];
 } TT;
 
-static TT_UNUSED int
+static TT_UNUSED __attribute__((format(printf, 1, 2))) int
 tt_sh(const char *fmt, ...)
 {
     char cmd[4096];
