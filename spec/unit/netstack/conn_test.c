@@ -1181,6 +1181,28 @@ test_ipv6_connection(void **state)
 
 /* ---- 4. closing from the owner's callbacks ------------------------------- */
 
+/* on_readable reads, then closes the stream: nothing of the connection is
+ * touched after (ASan), and lwIP FINs the client. */
+static void
+test_close_inside_readable(void **state)
+{
+    struct client *c = new_client(4, 40050, 80);
+
+    connect_client(c);
+    c->read_in_cb = 1;
+    c->close_in_readable = 1;
+    io_read_start(c->s);
+    send_data(c, "bye", 3);
+    spin();
+    assert_int_equal(c->readable, 1);
+    assert_int_equal(c->got_len, 3);
+    assert_null(c->s);
+    assert_int_equal(stats().conns_active, 0);
+    recv_into(c, NULL, 0, 1);
+    assert_true(c->fin_in);
+    assert_false(c->rst_in);
+}
+
 /* on_drain closes the stream: lwIP finishes what was written, then FINs. */
 static void
 test_close_inside_drain(void **state)
@@ -1389,6 +1411,7 @@ main(void)
         T(test_close_reset),
         T(test_client_reset_fails_read_and_write),
         T(test_ipv6_connection),
+        T(test_close_inside_readable),
         T(test_close_inside_drain),
         T(test_heap_cap_pauses_and_resumes),
         T(test_time_wait_reused),
