@@ -129,6 +129,23 @@ ack_window(struct netstack_conn *c, size_t n)
     }
 }
 
+/* Both directions ended: chute's FIN is queued and the client's came. What
+ * is left (the last ACKs, retransmissions, TIME_WAIT) is lwIP's alone, and
+ * it ends the pcb without a word we could use: a TIME_WAIT pcb is freed
+ * with no callback at all (2 MSL later, or reclaimed when the pool is
+ * empty), so a stream still open would later touch a pcb lwIP has given to
+ * another connection; a LAST_ACK one ends with ERR_CLSD, which is no reset.
+ * So the stream lets go of the pcb now: reads still return the bytes held,
+ * then 0; writes fail with EPIPE. */
+static void
+release_ended(struct netstack_conn *c)
+{
+    if (c->shut && c->client_eof && c->pcb != NULL) {
+        detach_pcb(c);
+        c->pcb = NULL;
+    }
+}
+
 /* Something to read (bytes, the end, an error) for an owner that reads. */
 static int
 readable(const struct netstack_conn *c)
@@ -149,9 +166,10 @@ static err_t
 on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
 {
     struct netstack_conn *c = arg;
-    if (p == NULL)
+    if (p == NULL) {
         c->client_eof = 1;
-    else if (c->rx == NULL)
+        release_ended(c);
+    } else if (c->rx == NULL)
         c->rx = p;
     else
         pbuf_cat(c->rx, p);
@@ -390,15 +408,18 @@ static int
 st_shutdown(struct io_stream *s)
 {
     struct netstack_conn *c = CONN(s);
+    if (c->shut && c->err == 0)
+        return 0; /* already (the pcb may be lwIP's alone by now) */
     if (c->pcb == NULL) {
         errno = c->err ? c->err : EPIPE;
         return -1;
     }
-    if (!c->shut) {
-        c->shut = 1;
-        tcp_shutdown(c->pcb, 0, 1); /* FIN after what is queued */
-        want_output(c);
-    }
+    c->shut = 1;
+    /* FIN after what is queued; tcp_shutdown sends it itself (or lwIP's
+     * timer retries), so it leaves even when the pcb is released below. */
+    tcp_shutdown(c->pcb, 0, 1);
+    want_output(c);
+    release_ended(c);
     return 0;
 }
 

@@ -1325,6 +1325,72 @@ test_heap_cap_pauses_and_resumes(void **state)
     assert_int_equal(stats().mem_pauses, 1);
 }
 
+/* Both ends sent FIN, chute's first (shutdown), so lwIP holds the pcb in
+ * TIME_WAIT, and frees it 2 MSL later without a callback. A stream still
+ * open then (its owner has not read the end yet) must not touch that pcb:
+ * lwIP's pool hands it to the next connection. */
+static void
+test_time_wait_expiry_under_open_stream(void **state)
+{
+    struct client *a = new_client(4, 40061, 80), *b = new_client(4, 40062, 80);
+    struct tcp_pcb *tw;
+
+    connect_client(a);
+    assert_int_equal(io_shutdown(a->s), 0);
+    recv_into(a, NULL, 0, 0);
+    assert_true(a->fin_in);
+    send_seg(a, TCP_ACK | TCP_FIN, NULL, 0);
+    recv_into(a, NULL, 0, 0);
+    tw = find_pcb(tcp_tw_pcbs, a);
+    assert_non_null(tw);
+    for (int i = 0; i < 4 * (int)(2 * TCP_MSL / TCP_SLOW_INTERVAL) && tcp_tw_pcbs != NULL; i++)
+        tcp_tmr();
+    assert_null(tcp_tw_pcbs);
+
+    connect_client(b);
+    assert_ptr_equal(find_pcb(tcp_active_pcbs, b), tw); /* the case at hand: reused */
+    io_close(a->s, 0);
+    a->s = NULL;
+
+    /* b is untouched: no FIN or RST, and its bytes still come up. */
+    assert_int_equal(discard(b), 0);
+    b->read_in_cb = 1;
+    io_read_start(b->s);
+    send_data(b, "ping", 4);
+    spin();
+    assert_int_equal(b->got_len, 4);
+    assert_int_equal(discard(b), 0);
+    assert_false(b->fin_in || b->rst_in);
+}
+
+/* The client's FIN first, then the owner's shutdown (before it read the
+ * end: it was not reading), then the client's last ACK: lwIP closes the pcb
+ * with ERR_CLSD. That is a clean end: the owner reads its bytes, then 0. */
+static void
+test_clean_end_is_not_a_reset(void **state)
+{
+    struct client *c = new_client(4, 40063, 80);
+    uint8_t buf[16];
+
+    connect_client(c);
+    send_seg(c, TCP_ACK | TCP_PSH | TCP_FIN, "last", 4);
+    recv_into(c, NULL, 0, 0); /* lwIP's ACK */
+    assert_int_equal(io_shutdown(c->s), 0);
+    recv_into(c, NULL, 0, 1); /* the FIN, acknowledged: the pcb is closed */
+    assert_true(c->fin_in);
+    assert_null(find_pcb(tcp_active_pcbs, c));
+
+    c->read_in_cb = 1;
+    io_read_start(c->s);
+    spin();
+    assert_int_equal(c->got_len, 4);
+    assert_memory_equal(c->got, "last", 4);
+    assert_true(c->got_eof);
+    assert_int_equal(io_read(c->s, buf, sizeof(buf)), 0);
+    assert_int_equal(io_write(c->s, "x", 1), -1);
+    assert_int_equal(errno, EPIPE);
+}
+
 /* ---- 6. TIME_WAIT reuse -------------------------------------------------- */
 
 /* lwIP closed first and holds the 4-tuple in TIME_WAIT; the client's new
@@ -1414,6 +1480,8 @@ main(void)
         T(test_close_inside_readable),
         T(test_close_inside_drain),
         T(test_heap_cap_pauses_and_resumes),
+        T(test_time_wait_expiry_under_open_stream),
+        T(test_clean_end_is_not_a_reset),
         T(test_time_wait_reused),
         T(test_init_once),
     };
