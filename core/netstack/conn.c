@@ -111,6 +111,17 @@ note_heap(void)
     }
 }
 
+/* Tells lwIP the consumed bytes whose window update was held back. */
+static void
+give_window(struct netstack_conn *c)
+{
+    while (c->owed > 0 && c->pcb != NULL) {
+        u16_t k = c->owed > 0xFFFF ? 0xFFFF : (u16_t)c->owed;
+        tcp_recved(c->pcb, k);
+        c->owed -= k;
+    }
+}
+
 /* Reopens the client's window for bytes consumed, unless the heap is over
  * its cap: then the update waits, and so does the client. */
 static void
@@ -122,11 +133,7 @@ ack_window(struct netstack_conn *c, size_t n)
         c->paused_mem = 1;
         return;
     }
-    while (c->owed > 0 && c->pcb != NULL) {
-        u16_t k = c->owed > 0xFFFF ? 0xFFFF : (u16_t)c->owed;
-        tcp_recved(c->pcb, k);
-        c->owed -= k;
-    }
+    give_window(c);
 }
 
 /* Both directions ended: chute's FIN is queued and the client's came. What
@@ -448,6 +455,10 @@ st_close(struct io_stream *s, int reset)
     if (c->pcb != NULL) {
         detach_pcb(c);
         tcp_poll(c->pcb, NULL, 0);
+        /* tcp_close resets, dropping what is unsent, unless the application
+         * took all it received: bytes consumed under the heap cap count. */
+        if (!reset)
+            give_window(c);
         if (reset || tcp_close(c->pcb) != ERR_OK)
             tcp_abort(c->pcb);
         c->pcb = NULL;

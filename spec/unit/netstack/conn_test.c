@@ -1325,6 +1325,36 @@ test_heap_cap_pauses_and_resumes(void **state)
     assert_int_equal(stats().mem_pauses, 1);
 }
 
+/* A graceful close while the cap holds back the window of bytes the owner
+ * consumed: lwIP sends RST instead of FIN when the application did not
+ * give back all it received (tcp_close), and drops what is unsent. The
+ * client must still get every byte written, then FIN. */
+static void
+test_close_under_heap_cap_still_fins(void **state)
+{
+    struct client *c = new_client(4, 42000, 80);
+    uint8_t req[100], data[20000], in[20000], buf[sizeof(req)];
+    size_t got = 0;
+
+    fill_pat(req, 0, sizeof(req));
+    fill_pat(data, 0, sizeof(data));
+    connect_client(c);
+    send_data(c, req, sizeof(req));
+    assert_int_equal(io_write(c->s, data, sizeof(data)), sizeof(data));
+    flush_out(); /* the first segments leave; the rest waits for the client's ACKs */
+    fill_heap(42001);
+    assert_int_equal(io_read(c->s, buf, sizeof(buf)), sizeof(req)); /* window held back */
+    assert_int_equal(stats().mem_pauses, 1);
+    io_close(c->s, 0);
+    c->s = NULL;
+    for (int i = 0; i < 50 && !c->fin_in && !c->rst_in; i++)
+        got += recv_into(c, in + got, sizeof(in) - got, 1);
+    assert_false(c->rst_in);
+    assert_true(c->fin_in);
+    assert_int_equal(got, sizeof(data));
+    check_pat(in, 0, got);
+}
+
 /* Both ends sent FIN, chute's first (shutdown), so lwIP holds the pcb in
  * TIME_WAIT, and frees it 2 MSL later without a callback. A stream still
  * open then (its owner has not read the end yet) must not touch that pcb:
@@ -1480,6 +1510,7 @@ main(void)
         T(test_close_inside_readable),
         T(test_close_inside_drain),
         T(test_heap_cap_pauses_and_resumes),
+        T(test_close_under_heap_cap_still_fins),
         T(test_time_wait_expiry_under_open_stream),
         T(test_clean_end_is_not_a_reset),
         T(test_time_wait_reused),
