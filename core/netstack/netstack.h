@@ -83,9 +83,8 @@ void netstack_conn_refuse(struct netstack_conn *c, int rst);
 /* A flow named from its first bytes, for the stats. */
 void netstack_count_sniffed(void);
 
-/* A TCP segment from the TUN: a SYN for a new 5-tuple opens a flow (routed
- * by the script, connected upstream before lwIP answers it); anything else
- * goes to lwIP. */
+/* A TCP segment from the TUN: a SYN for a new 5-tuple is held and goes to
+ * the handler's syn(); anything else goes to lwIP (the fast path). */
 void netstack_tcp_input(const struct ip_view *v);
 
 /* Sends what connections wrote during this batch (one tcp_output per
