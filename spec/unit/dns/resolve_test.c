@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "../loop.h"
 #include <ev.h>
 
 #include "../peer.h"
@@ -287,28 +289,6 @@ fake_stop(struct fake *f)
     close(f->lfd);
 }
 
-/* Loop helpers. */
-static int expired;
-
-static void
-on_guard(struct ev_loop *loop, ev_timer *w, int revents)
-{
-    expired = 1;
-}
-
-/* Runs |loop| until |*flag| or |secs| pass; returns whether |*flag|. */
-static int
-run_until(struct ev_loop *loop, const int *flag, double secs)
-{
-    ev_timer guard;
-    ev_timer_init(&guard, on_guard, secs, 0);
-    ev_timer_start(loop, &guard);
-    expired = 0;
-    while ((flag == NULL || !*flag) && !expired)
-        ev_run(loop, EVRUN_ONCE);
-    ev_timer_stop(loop, &guard);
-    return flag != NULL && *flag;
-}
 
 struct result {
     int calls;
@@ -399,7 +379,7 @@ resolve(struct dns_resolver *r, const char *name, struct result *res)
     memset(res, 0, sizeof(*res));
     assert_non_null(dns_resolve(r, name, on_resolved, res));
     assert_int_equal(res->calls, 0); /* never from inside the call */
-    assert_true(run_until(loop, &res->calls, 3));
+    assert_true(loop_run_until(loop, &res->calls, 3));
 }
 
 static void
@@ -555,7 +535,7 @@ test_timeout(void **state)
     int n = dns_build_query(q, sizeof(q), 7, "silent.test", DNS_TYPE_TXT, 0);
     struct fwd fw = {0};
     assert_non_null(dns_forward(r, q, (size_t)n, on_forwarded, &fw));
-    assert_true(run_until(loop, &fw.calls, 3));
+    assert_true(loop_run_until(loop, &fw.calls, 3));
     assert_ptr_equal(fw.err, dns_err_timeout);
     assert_int_equal(fw.len, 0);
     dns_resolver_free(r);
@@ -592,7 +572,7 @@ test_nxdomain_negative_cache(void **state)
     struct result res;
     resolve(r, "nope.test", &res);
     assert_ptr_equal(res.err, dns_err_not_found);
-    run_until(loop, NULL, 0.05); /* the other type's answer lands in the cache too */
+    loop_run_until(loop, NULL, 0.05); /* the other type's answer lands in the cache too */
     assert_int_equal(f.nudp, 2);
     resolve(r, "nope.test", &res);
     assert_ptr_equal(res.err, dns_err_not_found);
@@ -680,9 +660,9 @@ test_coalescing(void **state)
     assert_non_null(dns_resolve(r, "same.test", on_resolved, &a));
     assert_non_null(dns_resolve(r, "SAME.test", on_resolved, &b));
     assert_non_null(dns_forward(r, q, (size_t)n, on_forwarded, &fw));
-    assert_true(run_until(loop, &a.calls, 3));
-    assert_true(run_until(loop, &b.calls, 3));
-    assert_true(run_until(loop, &fw.calls, 3));
+    assert_true(loop_run_until(loop, &a.calls, 3));
+    assert_true(loop_run_until(loop, &b.calls, 3));
+    assert_true(loop_run_until(loop, &fw.calls, 3));
     assert_int_equal(a.n, 3);
     assert_int_equal(b.n, 3);
     assert_int_equal(get16(fw.resp), 0x1111);
@@ -709,14 +689,14 @@ test_cancel(void **state)
     while (f.nudp < sent)
         ev_run(loop, EVRUN_ONCE);
     dns_query_cancel(q);
-    run_until(loop, NULL, 0.1);
+    loop_run_until(loop, NULL, 0.1);
     assert_int_equal(res.calls, 0);
 
     /* A cache hit waiting for delivery. */
     uint8_t m[512];
     int n = dns_build_query(m, sizeof(m), 9, "c1.test", DNS_TYPE_A, 0);
     dns_query_cancel(dns_forward(r, m, (size_t)n, on_forwarded, &fw));
-    run_until(loop, NULL, 0.05);
+    loop_run_until(loop, NULL, 0.05);
     assert_int_equal(fw.calls, 0);
 
     /* Freeing with queries pending: no callbacks, nothing leaks. */
@@ -725,7 +705,7 @@ test_cancel(void **state)
     n = dns_build_query(m, sizeof(m), 9, "p2.test", DNS_TYPE_A, 0);
     dns_forward(r, m, (size_t)n, on_forwarded, &fw);
     dns_resolver_free(r);
-    run_until(loop, NULL, 0.1);
+    loop_run_until(loop, NULL, 0.1);
     assert_int_equal(res.calls, 0);
     assert_int_equal(fw.calls, 0);
     fake_stop(&f);
@@ -742,7 +722,7 @@ test_forward(void **state)
     memcpy(q + 13, "FwD", 3); /* 0x20 letter case: the asker's comes back */
     struct fwd fw = {0};
     assert_non_null(dns_forward(r, q, (size_t)n, on_forwarded, &fw));
-    assert_true(run_until(loop, &fw.calls, 3));
+    assert_true(loop_run_until(loop, &fw.calls, 3));
     assert_null(fw.err);
     assert_int_equal(get16(fw.resp), 0x1234);
     assert_int_equal(f.nudp, 1);
@@ -758,7 +738,7 @@ test_forward(void **state)
     memset(&fw, 0, sizeof(fw));
     assert_non_null(dns_forward(r, q, (size_t)n, on_forwarded, &fw));
     assert_int_equal(fw.calls, 0);
-    assert_true(run_until(loop, &fw.calls, 3));
+    assert_true(loop_run_until(loop, &fw.calls, 3));
     assert_int_equal(get16(fw.resp), 0x4321);
     assert_memory_equal(fw.resp + 12, q + 12, 14);
     assert_int_equal(f.nudp, 1);
@@ -769,7 +749,7 @@ test_forward(void **state)
     for (int i = 0; i < 2; i++) {
         memset(&fw, 0, sizeof(fw));
         assert_non_null(dns_forward(r, q, (size_t)n, on_forwarded, &fw));
-        assert_true(run_until(loop, &fw.calls, 3));
+        assert_true(loop_run_until(loop, &fw.calls, 3));
         assert_null(fw.err);
         assert_int_equal(get16(fw.resp), 0x5555);
         assert_int_equal(f.nudp, 2 + i);
@@ -883,7 +863,7 @@ test_free_inside_callback(void **state)
     dns_resolve(r, "inside.test", on_resolved_free, &a);
     dns_resolve(r, "inside.test", on_resolved_free, &b);
     dns_forward(r, q, (size_t)n, on_forwarded, &fw);
-    run_until(loop, NULL, 0.3);
+    loop_run_until(loop, NULL, 0.3);
     assert_int_equal(fw.calls, 1);
     assert_int_equal(a.calls + b.calls, 1);
     fake_stop(&f);
@@ -1042,7 +1022,7 @@ test_dnsmasq(void **state)
             resolve(r, "www.test.example", &res);
             if (res.err == NULL)
                 break;
-            run_until(loop, NULL, 0.1);
+            loop_run_until(loop, NULL, 0.1);
             exited = waitpid(pid, NULL, WNOHANG) == pid;
         }
         if (!exited) {

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "../loop.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,26 +28,11 @@
 
 static struct ev_loop *loop;
 
-static void
-on_deadline(struct ev_loop *l, ev_timer *w, int revents)
-{
-    *(int *)w->data = 1;
-}
-
 /* Runs the loop until |*flag| is set, or |secs| pass. */
 static void
 run_until(int *flag, double secs)
 {
-    int expired = 0;
-    ev_timer t;
-
-    ev_now_update(loop);
-    ev_timer_init(&t, on_deadline, secs, 0);
-    t.data = &expired;
-    ev_timer_start(loop, &t);
-    while (!*flag && !expired)
-        ev_run(loop, EVRUN_ONCE);
-    ev_timer_stop(loop, &t);
+    loop_run_until(loop, flag, secs);
 }
 
 static void

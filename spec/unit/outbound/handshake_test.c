@@ -8,6 +8,8 @@
 
 #include <arpa/inet.h>
 #include <cmocka.h>
+
+#include "../loop.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -48,26 +50,11 @@ on_result(void *arg, int err, const char *why, const uint8_t *extra, size_t extr
     r->extra_len = extra_len;
 }
 
-static void
-on_deadline(struct ev_loop *l, ev_timer *w, int revents)
-{
-    *(int *)w->data = 1;
-}
-
-/* Runs the loop until |*flag| is set, or |secs| pass (then |*flag| is 0). */
+/* Runs the loop until |*flag| is set, or |secs| pass. */
 static void
 run_until(int *flag, double secs)
 {
-    int expired = 0;
-    ev_timer t;
-
-    ev_now_update(loop);
-    ev_timer_init(&t, on_deadline, secs, 0);
-    t.data = &expired;
-    ev_timer_start(loop, &t);
-    while (!*flag && !expired)
-        ev_run(loop, EVRUN_ONCE);
-    ev_timer_stop(loop, &t);
+    loop_run_until(loop, flag, secs);
 }
 
 static void
