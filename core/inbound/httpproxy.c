@@ -167,6 +167,7 @@ open_failed(struct conn *c, const struct flow_upstream *u)
     c->oc = NULL;
     if (u->err == 0)
         return 0;
+    end_flow(c, "connect failed"); /* the flow's line says so, as the other inbounds' do */
     if (u->err == ETIMEDOUT)
         http_h1_conn_respond(c->h, 504, "Gateway Timeout", NULL, 1);
     else
