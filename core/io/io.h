@@ -59,7 +59,9 @@ struct io_stream_ops {
      * lwIP connection's pbufs): read without a copy. peek fills up to |max|
      * iovecs over the bytes held and returns how many (>0), 0 at the end of
      * data, or -1 with errno (EAGAIN, ...); the bytes stay until consume
-     * drops the first |n| of them. NULL: use read. */
+     * drops the first |n| of them. An owner that only looks (a sniffer:
+     * peek, no consume) hears on_readable again when more bytes come, not
+     * for the ones it has seen. NULL: use read. */
     int (*peek)(struct io_stream *s, struct iovec *iov, int max);
     void (*consume)(struct io_stream *s, size_t n);
     /* Optional: how many bytes writev takes now, all of them (an lwIP
