@@ -35,6 +35,8 @@ struct flow {
                                * that asks for the missing host is a trial, decided again */
     char why[56];             /* the rule-list line that matched last: "rules/ads.list:12" */
     char *sniffed;            /* the name read from the first bytes (TLS SNI, HTTP Host); owned */
+    int8_t mitm;              /* route()'s say on the MITM: 0 the host list decides,
+                               * 1 intercept, -1 never ({ mitm = false }) */
     uint64_t bytes_up;        /* client -> upstream */
     uint64_t bytes_down;      /* upstream -> client */
     double started;           /* ev_now at accept */
@@ -69,6 +71,26 @@ struct flow_opts {
 };
 
 struct outbound_env;
+struct flow_relay;
+struct flow_relay_args;
+
+/* A handler above flow/ that takes some decided flows' two streams in
+ * place of the byte relay: the MITM. The inbounds do not know it exists:
+ * flow_relay_upstream asks it first. */
+struct flow_intercept {
+    /* 1 when |f| (decided, its upstream open) goes to the handler. */
+    int (*wants)(void *ud, const struct flow *f);
+    /* Takes |a|'s streams (and copies its byte arrays) as flow_relay_start
+     * would; its state is returned (r->_icpt_state), and when the flow is
+     * over the handler calls flow_relay_intercept_done(r, reason) from the
+     * loop. NULL when out of memory: the streams are still the caller's. */
+    void *(*start)(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
+                   struct flow *f);
+    /* Ends the handler's flow now (a reset both ways when |reset|),
+     * without the done call. */
+    void (*stop)(void *state, int reset);
+    void *ud;
+};
 
 struct flow_env {
     struct ev_loop *loop;
@@ -88,6 +110,9 @@ struct flow_env {
      * destination is then its listener, opened DIRECT through |local|. */
     int (*dns_tcp)(void *ud, struct flow *f);
     void *ud;
+    /* NULL, or the MITM: set by the engine, may change at a reload (a
+     * running flow keeps the handler it started with). */
+    const struct flow_intercept *intercept;
 };
 
 /* The flow table's counters, one X(field, key) each (log/counter.h). */

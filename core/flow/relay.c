@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "flow/flow.h"
 #include "flow/relay.h"
 #include "io/io.h"
 
@@ -227,6 +228,12 @@ stop(struct flow_relay *r, int reset)
 {
     if (!r->_running)
         return;
+    if (r->_icpt != NULL) {
+        r->_running = 0;
+        r->_icpt->stop(r->_icpt_state, reset);
+        r->_icpt = NULL;
+        return;
+    }
     if (r->_st != NULL) {
         flow_relay_stream_stop(r, reset);
         return;
@@ -248,6 +255,14 @@ void
 flow_relay_stop(struct flow_relay *r)
 {
     stop(r, 0);
+}
+
+void
+flow_relay_intercept_done(struct flow_relay *r, const char *reason)
+{
+    r->_running = 0;
+    r->_icpt = NULL;
+    r->_cb(r, r->_arg, reason);
 }
 
 void

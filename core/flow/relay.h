@@ -49,6 +49,10 @@ struct flow_relay {
     void *_arg;
     int _running;
     struct flow_relay_stream *_st; /* stream mode's state; NULL in splice mode */
+    /* Set when a flow_intercept took the streams instead (session.c):
+     * stop and abort go to it. */
+    const struct flow_intercept *_icpt;
+    void *_icpt_state;
 };
 
 struct flow_relay_args {
@@ -79,6 +83,9 @@ int flow_relay_start(struct flow_relay *r, struct ev_loop *loop, const struct fl
 /* Stops relaying and closes everything (close(0)) without calling the
  * callback. A no-op on a relay that is not running. */
 void flow_relay_stop(struct flow_relay *r);
+/* Called by a flow_intercept when the flow it took is over: the relay is
+ * no longer running, and its callback gets |reason| (from the loop). */
+void flow_relay_intercept_done(struct flow_relay *r, const char *reason);
 /* The same with both sides reset (the engine's shutdown). */
 void flow_relay_abort(struct flow_relay *r);
 

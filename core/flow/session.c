@@ -85,7 +85,21 @@ flow_relay_upstream(struct flow_relay *r, const struct flow_env *e, struct io_st
         .cb = done,
         .arg = arg,
     };
-    int rc = flow_relay_start(r, e->loop, &a);
+    int rc;
+    const struct flow_intercept *icpt = e->intercept;
+    if (icpt != NULL && icpt->wants(icpt->ud, f)) {
+        memset(r, 0, sizeof(*r));
+        r->_cb = done;
+        r->_arg = arg;
+        r->_icpt = icpt;
+        r->_icpt_state = icpt->start(icpt->ud, r, &a, f);
+        r->_running = r->_icpt_state != NULL;
+        rc = r->_running ? 0 : -1;
+        if (rc != 0)
+            r->_icpt = NULL;
+    } else {
+        rc = flow_relay_start(r, e->loop, &a);
+    }
     free(joined);
     /* The relay leaves |pre_down| out of the count; the destination's early
      * bytes in it are the flow's all the same. */

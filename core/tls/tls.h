@@ -137,4 +137,51 @@ void tls_server_cfg_stats(const struct tls_server_cfg *cfg, struct tls_server_st
 struct tls_handshake *tls_server_start(const struct tls_server_cfg *cfg, struct io_stream *inner,
                                        tls_handshake_cb cb, void *arg);
 
+/* Takes another reference on |cfg| (dropped with tls_server_cfg_free). */
+struct tls_server_cfg *tls_server_cfg_ref(struct tls_server_cfg *cfg);
+
+/* ---- CA and minted leaves (x509 DER writer; notes/bearssl.md §4) ---------- */
+
+struct tls_ca;
+struct tls_mint;
+
+/* Makes a P-256 CA: its certificate (PEM, mode 0644) at |cert_path| and
+ * its key (PEM, mode 0600) at |key_path|, the folder made (0700) when
+ * missing. Refuses (-1, EEXIST in the message) to overwrite either file.
+ * 0, or -1 with |err| naming the file and the reason. */
+int tls_ca_create(const char *cert_path, const char *key_path, char *err, size_t errlen);
+/* Loads a CA made by tls_ca_create (or any P-256 CA certificate with its
+ * key). NULL with |err| naming the file and the reason. */
+struct tls_ca *tls_ca_load(const char *cert_path, const char *key_path, char *err,
+                           size_t errlen);
+void tls_ca_free(struct tls_ca *ca);
+/* The CA certificate's DER, valid while |ca| lives. */
+const unsigned char *tls_ca_der(const struct tls_ca *ca, size_t *len);
+
+/* An LRU of server configurations with leaves minted for hosts under
+ * |ca| (referenced: it must outlive the mint): P-256 leaf key shared by all
+ * leaves, validity <= 46 days from a day in the past, re-minted a day
+ * before expiry. |cache_max| leaves are kept (0: a default of 1024). */
+struct tls_mint *tls_mint_new(struct tls_ca *ca, size_t cache_max, char *err, size_t errlen);
+void tls_mint_free(struct tls_mint *m);
+/* A server configuration whose leaf is for |host| (a DNS name: SAN
+ * dNSName; an IP literal: iPAddress), minted now or cached. The caller
+ * gets a reference (tls_server_cfg_free). NULL with |err| when out of
+ * memory or |host| is not a name or address a certificate can carry. */
+struct tls_server_cfg *tls_mint_get(struct tls_mint *m, const char *host, double now, char *err,
+                                    size_t errlen);
+
+#define TLS_MINT_STATS(X)                                                                          \
+    X(minted, leaves_minted) /* leaves signed */                                                   \
+    X(cached, leaves_cached) /* requests answered from the cache */                                \
+    X(held, leaves_held)     /* leaves in the cache now */
+
+struct tls_mint_stats {
+#define X(field, key) uint64_t field;
+    TLS_MINT_STATS(X)
+#undef X
+};
+extern const struct log_counter tls_mint_counters[];
+void tls_mint_stats(const struct tls_mint *m, struct tls_mint_stats *out);
+
 #endif
