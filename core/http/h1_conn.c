@@ -525,6 +525,27 @@ http_h1_conn_respond(struct http_h1_conn *c, int status, const char *reason, con
 }
 
 int
+http_h1_conn_respond_bytes(struct http_h1_conn *c, struct mem_slice bytes, const char *reason,
+                           int close)
+{
+    if (c->state != DECIDE)
+        return -1;
+    c->out = bytes;
+    c->out_off = 0;
+    c->local_close = close || !c->have_req || c->req.close || c->req.refused;
+    c->local_reason = reason;
+    c->state = LOCAL;
+    kick(c);
+    return 0;
+}
+
+struct mem_arena *
+http_h1_conn_arena(struct http_h1_conn *c)
+{
+    return &c->arena;
+}
+
+int
 http_h1_conn_drop_upstream(struct http_h1_conn *c)
 {
     if (c->state != DECIDE)

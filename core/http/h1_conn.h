@@ -108,6 +108,15 @@ int http_h1_conn_forward(struct http_h1_conn *c, const struct http_h1_upstream *
 int http_h1_conn_respond(struct http_h1_conn *c, int status, const char *reason, const char *extra,
                          int close);
 
+/* The same with the answer's bytes given whole (http_fwd_reply_body's, in
+ * the request's arena, or static); empty |bytes| with |close| ends the
+ * connection without an answer (a script's reject). */
+int http_h1_conn_respond_bytes(struct http_h1_conn *c, struct mem_slice bytes, const char *reason,
+                               int close);
+
+/* The request's arena: what hooks allocate lives until the exchange ends. */
+struct mem_arena *http_h1_conn_arena(struct http_h1_conn *c);
+
 /* Closes the upstream the connection keeps (the owner wants another for
  * the pending request). Only while a request waits for a decision; -1
  * otherwise. on_upstream_end is not called. */

@@ -340,6 +340,54 @@ http_fwd_reply(struct mem_arena *a, const struct http_fwd_req *req, int status, 
     return 0;
 }
 
+/* The reason phrase of the statuses local answers use; "" for others
+ * (a status line may carry an empty reason). */
+static const char *
+reason_of(int status)
+{
+    static const struct { int status; const char *reason; } t[] = {
+        {200, "OK"}, {201, "Created"}, {204, "No Content"}, {301, "Moved Permanently"},
+        {302, "Found"}, {303, "See Other"}, {304, "Not Modified"},
+        {307, "Temporary Redirect"}, {308, "Permanent Redirect"}, {400, "Bad Request"},
+        {401, "Unauthorized"}, {403, "Forbidden"}, {404, "Not Found"},
+        {429, "Too Many Requests"}, {500, "Internal Server Error"}, {502, "Bad Gateway"},
+        {503, "Service Unavailable"}, {504, "Gateway Timeout"},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+        if (t[i].status == status)
+            return t[i].reason;
+    return "";
+}
+
+int
+http_fwd_reply_body(struct mem_arena *a, const struct http_fwd_req *req, int status,
+                    const char *extra, struct mem_slice body, int close, struct mem_slice *out)
+{
+    int no_body = (status >= 100 && status < 200) || status == 204 || status == 304;
+    int head_only = req != NULL && mem_slice_eq(req->method, MEM_SLICE_LIT("HEAD"));
+    const char *reason = reason_of(status);
+    size_t cap = 96 + strlen(reason) + (extra ? strlen(extra) : 0) + body.len;
+    char *p = mem_arena_alloc(a, cap);
+    int n;
+
+    if (p == NULL)
+        return -1;
+    n = snprintf(p, cap, "HTTP/1.1 %d %s\r\n", status, reason);
+    if (extra != NULL)
+        n += snprintf(p + n, cap - (size_t)n, "%s", extra);
+    if (!no_body)
+        n += snprintf(p + n, cap - (size_t)n, "Content-Length: %zu\r\n", body.len);
+    if (close)
+        n += snprintf(p + n, cap - (size_t)n, "Connection: close\r\n");
+    n += snprintf(p + n, cap - (size_t)n, "\r\n");
+    if (!no_body && !head_only && body.len > 0) {
+        memcpy(p + n, body.ptr, body.len);
+        n += (int)body.len;
+    }
+    *out = mem_slice(p, (size_t)n);
+    return 0;
+}
+
 enum http_fwd_next
 http_fwd_after(const struct http_fwd_req *req, const struct http_fwd_resp *resp, int upstream_clean)
 {

@@ -142,6 +142,16 @@ int http_fwd_fields_edited(const struct http_fwd_fields *f);
 int http_fwd_reply(struct mem_arena *a, const struct http_fwd_req *req, int status,
                    const char *reason, const char *extra, int close, struct mem_slice *out);
 
+/* A local answer with a body of the caller's (a script's chute.respond, a
+ * Map Local line): "HTTP/1.1 |status| <standard reason>", |extra| (whole
+ * header lines with their CRLF, not validated here: the caller built them
+ * from checked names and values), Content-Length (unless the status has
+ * no body), "Connection: close" with |close|, then |body| (left out for
+ * HEAD). 0, or -1 when out of memory. */
+int http_fwd_reply_body(struct mem_arena *a, const struct http_fwd_req *req, int status,
+                        const char *extra, struct mem_slice body, int close,
+                        struct mem_slice *out);
+
 /* What a connection does once a response was delivered whole. */
 enum http_fwd_next {
     HTTP_FWD_KEEP,          /* read the client's next request; keep the upstream */

@@ -185,6 +185,12 @@ int io_fd_release(struct io_stream *s);
 /* A close that the peer sees as a reset (RST), not a FIN. */
 void io_close_reset(int fd);
 
+/* prefix.c: a stream over |inner| (owned from now on) whose first reads
+ * return a copy of |bytes|: what a peer sent before this owner existed.
+ * |inner| itself when |len| is 0; NULL when out of memory (|inner| is then
+ * still the caller's). Not spliceable. */
+struct io_stream *io_prefix_new(struct io_stream *inner, const void *bytes, size_t len);
+
 /* soon.c: calls fn(arg) once from the loop's next iteration, for streams
  * that must call on_readable for bytes they already hold. */
 struct io_soon {

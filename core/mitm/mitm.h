@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "http/h1_forward.h"
+#include "log/counter.h"
 #include "mem/arena.h"
 #include "mem/slice.h"
 
@@ -118,6 +119,47 @@ struct mitm_opts {
                                      * our leaf */
     double bypass_seconds;
     int block_quic;                 /* refuse UDP/443 to MITM hosts (the TUN) */
+    double idle_timeout;            /* seconds with nothing moving on an exchange */
 };
+
+/* The MITM's counters, one X(field, key) each (log/counter.h). */
+#define MITM_STATS(X)                                                                              \
+    X(flows, mitm_flows)                 /* flows taken */                                         \
+    X(active, mitm_active)               /* of which live now */                                   \
+    X(requests, mitm_requests)           /* requests read from clients */                          \
+    X(answered, mitm_answered)           /* answered by a hook (respond, redirect, map local) */   \
+    X(rejected, mitm_rejected)           /* closed by a hook's reject */                           \
+    X(alpn_h1, mitm_alpn_http1)          /* client handshakes that chose http/1.1 */               \
+    X(alpn_none, mitm_alpn_none)         /* ... that offered no ALPN */                            \
+    X(verify_failed, mitm_upstream_verify_failed) /* origins whose certificate failed: 502 */      \
+    X(upstream_failed, mitm_upstream_failed)      /* other upstream handshake failures: 502 */     \
+    X(tls13_passed, mitm_tls13_passthrough)       /* origins speaking only TLS 1.3: passed */      \
+    X(client_refused, mitm_client_refused)        /* clients that refused the leaf */              \
+    X(client_tls_failed, mitm_client_tls_failed)  /* other client handshake failures */            \
+    X(bypassed, mitm_bypassed)           /* flows passed uninspected by auto_bypass */             \
+    X(quic_blocked, mitm_quic_blocked)   /* UDP/443 refused for a MITM host */
+
+struct mitm_stats {
+#define X(field, key) uint64_t field;
+    MITM_STATS(X)
+#undef X
+};
+extern const struct log_counter mitm_counters[];
+
+/* One per engine, over its flow environment (which must outlive it). */
+struct mitm *mitm_new(const struct flow_env *env);
+/* Frees it; every flow it took must be over (the flow owners close them
+ * first at shutdown). */
+void mitm_free(struct mitm *m);
+/* Takes a bundle's settings (copied; the objects they point at must live
+ * until the next mitm_configure or mitm_free): flows started afterwards
+ * use them, and so does every later request of a running flow. */
+void mitm_configure(struct mitm *m, const struct mitm_opts *o);
+/* What flow_env.intercept points at (NULL while no host is configured). */
+const struct flow_intercept *mitm_intercept(struct mitm *m);
+/* 1 when the UDP flow |f| is QUIC (UDP/443) to a MITM host and must be
+ * refused so the client falls back to TCP (counted). */
+int mitm_blocks_quic(struct mitm *m, const struct flow *f);
+void mitm_stats(const struct mitm *m, struct mitm_stats *out);
 
 #endif

@@ -38,8 +38,8 @@ struct tls_ctx;
 struct tls_handshake;
 struct tls_server_cfg;
 
-/* Loads the trust anchors of |ca_file| (PEM bundle; NULL: the system's,
- * /etc/ssl/certs/ca-certificates.crt). NULL with |err| naming the file and
+/* Loads the trust anchors of |ca_file| (PEM bundle; NULL: $SSL_CERT_FILE
+ * when set, else the system's, /etc/ssl/certs/ca-certificates.crt). NULL with |err| naming the file and
  * the reason (unreadable, no certificate in it). */
 struct tls_ctx *tls_ctx_new(const char *ca_file, char *err, size_t errlen);
 void tls_ctx_free(struct tls_ctx *t);

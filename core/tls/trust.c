@@ -353,7 +353,12 @@ tls_ctx_new(const char *ca_file, char *err, size_t errlen)
         free(t);
         return NULL;
     }
-    if (tls_trust_load(ca_file ? ca_file : SYSTEM_BUNDLE, &t->anchors, &t->nanchors, err,
+    /* SSL_CERT_FILE replaces the system bundle, as it does for OpenSSL
+     * and curl: a machine's private origins are trusted the same way. */
+    const char *sys = getenv("SSL_CERT_FILE");
+    if (sys == NULL || sys[0] == '\0')
+        sys = SYSTEM_BUNDLE;
+    if (tls_trust_load(ca_file ? ca_file : sys, &t->anchors, &t->nanchors, err,
                        errlen) != 0) {
         tls_session_cache_free(t->sessions);
         free(t);

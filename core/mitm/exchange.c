@@ -1,0 +1,202 @@
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "io/io.h"
+#include "log/log.h"
+#include "mitm/mitm_int.h"
+
+/* The exchanges of an intercepted flow (the driver's callbacks): each
+ * request goes through the hook sets whose C filter wants it, is answered
+ * locally or forwarded over the origin connection (a new one, through the
+ * flow's policy, when the origin closed the last), and its response goes
+ * through the response hooks. */
+
+/* "https://host[:port]path": what URL patterns see. */
+static struct mem_slice
+request_url(struct mitm_sess *s, struct mem_arena *a, const struct http_fwd_req *req)
+{
+    size_t cap = 16 + strlen(s->host) + 8 + req->path.len;
+    char *p = mem_arena_alloc(a, cap);
+    if (p == NULL)
+        return mem_slice(NULL, 0);
+    int n = s->port == 443 ? snprintf(p, cap, "https://%s", s->host)
+                           : snprintf(p, cap, "https://%s:%u", s->host, s->port);
+    memcpy(p + n, req->path.ptr, req->path.len);
+    return mem_slice(p, (size_t)n + req->path.len);
+}
+
+/* A page the user can read in place of the origin's answer. */
+static void
+answer_failed(struct mitm_sess *s, struct http_h1_conn *h, const char *why)
+{
+    struct mem_arena *a = http_h1_conn_arena(h);
+    char body[320];
+    int n = snprintf(body, sizeof(body),
+                     "chute could not reach https://%s:%u/ safely:\n  %s\n"
+                     "(the request was not sent; see chute's log)\n",
+                     s->host, s->port, why);
+    struct mem_slice out;
+    if (http_fwd_reply_body(a, s->mreq.req, 502,
+                            "Content-Type: text/plain; charset=utf-8\r\n",
+                            mem_slice(body, (size_t)n), 1, &out) != 0 ||
+        http_h1_conn_respond_bytes(h, out, "Bad Gateway", 1) != 0)
+        http_h1_conn_respond(h, 502, "Bad Gateway", NULL, 1);
+}
+
+static void
+forward(struct mitm_sess *s, struct http_h1_conn *h, struct io_stream *up)
+{
+    struct http_h1_upstream u = {.stream = up, .up_count = &s->f->bytes_up,
+                                 .down_count = &s->f->bytes_down};
+    if (http_h1_conn_forward(h, up != NULL ? &u : NULL) != 0) {
+        if (up != NULL)
+            io_close(up, 1);
+        answer_failed(s, h, "out of memory");
+    }
+}
+
+static void
+on_reopen_tls(void *arg, struct io_stream *tls, int err, const char *why)
+{
+    struct mitm_sess *s = arg;
+    s->hs = NULL;
+    s->state = M_HTTP;
+    if (tls == NULL) {
+        LOG_WARN("mitm: %s:%u: %s: the request gets 502", s->host, s->port,
+                 why ? why : "tls: handshake failed");
+        answer_failed(s, s->h, why ? why : "tls: handshake failed");
+        return;
+    }
+    forward(s, s->h, tls);
+}
+
+static void
+on_reopen(void *arg, const struct flow_upstream *u)
+{
+    struct mitm_sess *s = arg;
+    s->oc = NULL;
+    if (u->err != 0) {
+        s->state = M_HTTP;
+        answer_failed(s, s->h, u->why ? u->why : "connect failed");
+        return;
+    }
+    s->hs = mitm_sess_upstream_tls(s, u->stream, on_reopen_tls);
+    if (s->hs == NULL) {
+        s->state = M_HTTP;
+        answer_failed(s, s->h, "out of memory");
+    }
+}
+
+/* A hook's answer, as the client gets it. */
+static void
+answer(struct mitm_sess *s, struct http_h1_conn *h, const struct mitm_reply *rep)
+{
+    struct mitm *m = s->m;
+    struct mem_slice out;
+    if (rep->reject) {
+        m->st.rejected++;
+        http_h1_conn_respond_bytes(h, mem_slice(NULL, 0), "rejected by a hook", 1);
+        return;
+    }
+    m->st.answered++;
+    if (http_fwd_reply_body(http_h1_conn_arena(h), s->mreq.req, rep->status, rep->extra,
+                            rep->body, 0, &out) != 0) {
+        http_h1_conn_respond(h, 500, "Internal Server Error", NULL, 1);
+        return;
+    }
+    http_h1_conn_respond_bytes(h, out, "answered by a hook", 0);
+}
+
+static void
+on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
+{
+    struct mitm_sess *s = arg;
+    struct mitm *m = s->m;
+    struct mem_arena *a = http_h1_conn_arena(h);
+    s->requests++;
+    m->st.requests++;
+    s->hooked_resp = 0;
+    s->mreq = (struct mitm_request){.req = req, .arena = a, .scheme = "https",
+                                    .host = mem_slice(s->host, strlen(s->host)),
+                                    .port = s->port, .flow = s->f};
+    if (req->refused) {
+        http_h1_conn_respond(h, req->refused, "Bad Request", NULL, 1);
+        return;
+    }
+    if (s->fail != NULL) {
+        answer_failed(s, h, s->fail);
+        return;
+    }
+    s->mreq.url = request_url(s, a, req);
+    for (size_t i = 0; i < m->o.nhooks; i++) {
+        const struct mitm_hooks *k = m->o.hooks[i];
+        struct mitm_reply rep = {0};
+        if (k->wants_request != NULL && k->wants_request(k->ud, &s->mreq) &&
+            k->on_request(k->ud, &s->mreq, &rep) == 1) {
+            answer(s, h, &rep);
+            return;
+        }
+    }
+    for (size_t i = 0; i < m->o.nhooks; i++) {
+        const struct mitm_hooks *k = m->o.hooks[i];
+        if (k->wants_response != NULL && k->wants_response(k->ud, &s->mreq))
+            s->hooked_resp = 1;
+    }
+    if (s->up != NULL) { /* the connection the handshake opened */
+        struct io_stream *up = s->up;
+        s->up = NULL;
+        forward(s, h, up);
+        return;
+    }
+    if (http_h1_conn_has_upstream(h)) {
+        forward(s, h, NULL);
+        return;
+    }
+    /* The origin closed the last one: a new connection, as the first. */
+    s->state = M_REOPEN;
+    s->oc = flow_open(m->env, s->f, 0, on_reopen, s);
+    if (s->oc == NULL) {
+        s->state = M_HTTP;
+        answer_failed(s, h, "out of memory");
+    }
+}
+
+static void
+on_response_head(void *arg, struct http_h1_conn *h, struct http_fwd_resp *resp)
+{
+    struct mitm_sess *s = arg;
+    struct mitm *m = s->m;
+    if (!s->hooked_resp)
+        return;
+    for (size_t i = 0; i < m->o.nhooks; i++) {
+        const struct mitm_hooks *k = m->o.hooks[i];
+        if (k->wants_response != NULL && k->wants_response(k->ud, &s->mreq))
+            k->on_response(k->ud, &s->mreq, resp, NULL, NULL);
+    }
+}
+
+static void
+on_done(void *arg, struct http_h1_conn *h, const char *reason)
+{
+    struct mitm_sess *s = arg;
+    struct mitm *m = s->m;
+    s->h = NULL;
+    http_h1_conn_free(h);
+    if (s->requests == 0 && s->fail == NULL && strcmp(reason, "idle") != 0) {
+        /* A handshake and no request: how pinned apps say no. */
+        m->st.client_refused++;
+        LOG_WARN("mitm: the client closed right after the handshake for %s without a request: "
+                 "a pinned app, or one that does not trust chute's CA%s",
+                 s->host, m->o.auto_bypass ? "" : " (auto_bypass = true passes it through)");
+        if (m->o.auto_bypass)
+            mitm_bypass_add(m, s->host);
+    }
+    mitm_sess_end(s, reason);
+}
+
+const struct http_h1_conn_cbs mitm_exchange_cbs = {
+    .on_request_head = on_request_head,
+    .on_response_head = on_response_head,
+    .on_done = on_done,
+};

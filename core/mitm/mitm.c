@@ -1,0 +1,130 @@
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log/log.h"
+#include "mitm/mitm_int.h"
+
+const struct log_counter mitm_counters[] = {
+#define X(field, key) LOG_COUNTER(struct mitm_stats, field, key)
+    MITM_STATS(X)
+#undef X
+    LOG_COUNTER_END};
+
+/* The name the flow is known by: the client's (fake-IP, CONNECT, SOCKS5),
+ * else the SNI it sent, else its address as text (a host list may name
+ * IPs). */
+const char *
+mitm_flow_host(const struct flow *f, char *buf, size_t len)
+{
+    if (f->dst.kind == FLOW_ADDR_NAME)
+        return f->dst.name;
+    if (f->sniffed != NULL)
+        return f->sniffed;
+    flow_addr_host(&f->dst, buf, len);
+    return buf;
+}
+
+static struct mitm_bypass *
+bypass_find(struct mitm *m, const char *host, double now)
+{
+    for (size_t i = 0; i < MITM_BYPASS_MAX; i++)
+        if (m->bypass[i].until > now && strcasecmp(m->bypass[i].host, host) == 0)
+            return &m->bypass[i];
+    return NULL;
+}
+
+void
+mitm_bypass_add(struct mitm *m, const char *host)
+{
+    double now = ev_now(m->env->loop);
+    struct mitm_bypass *b = bypass_find(m, host, now);
+    for (size_t i = 0; b == NULL && i < MITM_BYPASS_MAX; i++)
+        if (m->bypass[i].until <= now)
+            b = &m->bypass[i];
+    if (b == NULL) { /* all taken: the oldest entry goes */
+        b = &m->bypass[m->bypass_next];
+        m->bypass_next = (m->bypass_next + 1) % MITM_BYPASS_MAX;
+    }
+    snprintf(b->host, sizeof(b->host), "%s", host);
+    b->until = now + (m->o.bypass_seconds > 0 ? m->o.bypass_seconds : 300);
+    LOG_INFO("mitm: %s passes through uninspected for %.0f s (auto_bypass)", host,
+             b->until - now);
+}
+
+static int
+wants(void *ud, const struct flow *f)
+{
+    struct mitm *m = ud;
+    char buf[64];
+    if (f->network != FLOW_TCP || f->mitm < 0 || f->policy == FLOW_POLICY_REJECT)
+        return 0;
+    if (f->mitm == 0 && (m->o.hosts == NULL || mitm_hosts_count(m->o.hosts) == 0))
+        return 0;
+    const char *host = mitm_flow_host(f, buf, sizeof(buf));
+    if (host[0] == 0)
+        return 0;
+    if (f->mitm == 0 && !mitm_hosts_match(m->o.hosts, host, strlen(host), f->dst.port))
+        return 0;
+    if (bypass_find(m, host, ev_now(m->env->loop)) != NULL) {
+        m->st.bypassed++;
+        return 0;
+    }
+    if (m->o.mint == NULL || m->o.trust == NULL) {
+        LOG_WARN("mitm: %s is on the MITM list but no CA is loaded: passed through", host);
+        return 0;
+    }
+    return 1;
+}
+
+struct mitm *
+mitm_new(const struct flow_env *env)
+{
+    struct mitm *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return NULL;
+    m->env = env;
+    m->icpt = (struct flow_intercept){.wants = wants, .start = mitm_sess_start,
+                                      .stop = mitm_sess_stop, .ud = m};
+    return m;
+}
+
+void
+mitm_free(struct mitm *m)
+{
+    free(m);
+}
+
+void
+mitm_configure(struct mitm *m, const struct mitm_opts *o)
+{
+    m->o = *o;
+}
+
+const struct flow_intercept *
+mitm_intercept(struct mitm *m)
+{
+    return &m->icpt;
+}
+
+int
+mitm_blocks_quic(struct mitm *m, const struct flow *f)
+{
+    char buf[64];
+    if (!m->o.block_quic || f->network != FLOW_UDP || f->dst.port != 443 || f->mitm < 0 ||
+        m->o.hosts == NULL)
+        return 0;
+    const char *host = mitm_flow_host(f, buf, sizeof(buf));
+    if (f->mitm == 0 && !mitm_hosts_match(m->o.hosts, host, strlen(host), 443))
+        return 0;
+    m->st.quic_blocked++;
+    return 1;
+}
+
+void
+mitm_stats(const struct mitm *m, struct mitm_stats *out)
+{
+    *out = m->st;
+}

@@ -1,0 +1,83 @@
+#ifndef CHUTE_MITM_MITM_INT_H
+#define CHUTE_MITM_MITM_INT_H
+
+/* Internal to mitm/: the engine's handle (mitm.c), one intercepted flow
+ * (session.c: handshakes, pass-through) and its exchanges (exchange.c:
+ * hooks, upstreams for later requests). */
+
+#include <ev.h>
+
+#include "flow/flow.h"
+#include "flow/relay.h"
+#include "flow/session.h"
+#include "http/h1_conn.h"
+#include "mitm/mitm.h"
+
+#define MITM_BYPASS_MAX 256
+
+/* A host passed through uninspected until |until| (auto_bypass). */
+struct mitm_bypass {
+    char host[FLOW_NAME_MAX + 1];
+    double until;
+};
+
+struct mitm {
+    const struct flow_env *env;
+    struct mitm_opts o;
+    struct flow_intercept icpt;
+    struct mitm_stats st;
+    struct mitm_bypass bypass[MITM_BYPASS_MAX];
+    size_t bypass_next; /* the slot the next entry takes when none has expired */
+};
+
+/* The states of one intercepted flow:
+ *   M_HANDSHAKE  the upstream's TLS handshake, then the client's
+ *   M_HTTP       the exchange driver owns both sides
+ *   M_REOPEN     a later request waits for a new upstream (open + TLS)
+ *   M_PASS_OPEN  the origin speaks only TLS 1.3: a fresh upstream opens
+ *   M_PASS       ... and the plain relay carries the flow */
+enum mitm_state { M_HANDSHAKE, M_HTTP, M_REOPEN, M_PASS_OPEN, M_PASS };
+
+struct mitm_sess {
+    struct mitm *m;
+    struct flow_relay *r; /* the flow owner's: told at the end */
+    struct flow *f;
+    enum mitm_state state;
+    char host[FLOW_NAME_MAX + 1];
+    uint16_t port;
+    struct io_stream *client;  /* raw, until the TLS server takes it */
+    struct io_stream *up;      /* the origin's TLS stream, until a request takes it */
+    struct tls_handshake *hs;  /* in progress, either side */
+    struct http_h1_conn *h;
+    struct flow_open *oc;
+    ev_timer timer;            /* the handshakes' deadline */
+    char *reply;               /* the inbound's answer (SOCKS5, CONNECT), sent first */
+    size_t reply_len, reply_off;
+    int tls_waits;             /* the client's handshake waits for |reply| to go out */
+    const char *fail;          /* the origin failed: every request gets a 502 saying so */
+    char failbuf[160];
+    struct flow_relay pass;
+    struct mitm_request mreq;  /* the request in flight, as the hooks saw it */
+    int hooked_resp;           /* a hook wants its response */
+    unsigned requests;
+};
+
+/* mitm.c */
+const char *mitm_flow_host(const struct flow *f, char *buf, size_t len);
+void mitm_bypass_add(struct mitm *m, const char *host);
+
+/* session.c */
+void *mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
+                      struct flow *f);
+void mitm_sess_stop(void *state, int reset);
+/* Ends the flow: everything still held is closed, the owner told. */
+void mitm_sess_end(struct mitm_sess *s, const char *reason);
+/* Starts a TLS client handshake to the origin over |inner|. */
+struct tls_handshake *mitm_sess_upstream_tls(struct mitm_sess *s, struct io_stream *inner,
+                                             void (*cb)(void *, struct io_stream *, int,
+                                                        const char *));
+
+/* exchange.c */
+extern const struct http_h1_conn_cbs mitm_exchange_cbs;
+
+#endif
