@@ -117,7 +117,7 @@ flow_network_name(enum flow_network n)
 const char *
 flow_inbound_name(enum flow_inbound i)
 {
-    static const char *const names[] = {"socks", "http", "tun"};
+    static const char *const names[] = {"socks", "http", "tun", "reverse"};
     return names[i];
 }
 

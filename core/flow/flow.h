@@ -16,7 +16,7 @@
 #include "flow/addr.h"
 
 enum flow_network { FLOW_TCP = 0, FLOW_UDP };
-enum flow_inbound { FLOW_IN_SOCKS = 0, FLOW_IN_HTTP, FLOW_IN_TUN };
+enum flow_inbound { FLOW_IN_SOCKS = 0, FLOW_IN_HTTP, FLOW_IN_TUN, FLOW_IN_REVERSE };
 
 struct flow {
     uint64_t id;

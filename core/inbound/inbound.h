@@ -24,6 +24,8 @@ struct inbound_opts {
     /* The engine's, rewritten in place by a reload: new handshakes use the
      * new table. */
     const struct inbound_users *users;
+    /* FLOW_IN_REVERSE: the origin every connection goes to (copied). */
+    const struct flow_addr *target;
 };
 
 /* Shared head of every accepted connection: the listener keeps them in a
@@ -34,7 +36,7 @@ struct inbound_conn {
     void (*_close)(struct inbound_conn *c); /* closes sockets, frees c */
 };
 
-/* Opens a listener of |kind| (FLOW_IN_SOCKS or FLOW_IN_HTTP) on the address
+/* Opens a listener of |kind| (FLOW_IN_SOCKS, FLOW_IN_HTTP, FLOW_IN_REVERSE) on the address
  * in |cfg|. Returns NULL with |err| naming the address and the reason. */
 /* Accepted flows go through |env| (kept: it must outlive the listener). */
 struct inbound_listener *inbound_listen(const struct flow_env *env, enum flow_inbound kind,
@@ -62,6 +64,9 @@ int inbound_relay_upstream(struct flow_relay *r, const struct flow_env *e, int f
 /* Per-protocol: takes a freshly accepted non-blocking socket. */
 void inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+void inbound_reverse_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+/* FLOW_IN_REVERSE: the listener's origin. */
+const struct flow_addr *inbound_target(const struct inbound_listener *l);
 
 /* The listener's current auth table (from the current script: a reload
  * applies to new handshakes). Returns 1 if |user|/|pass| match or the

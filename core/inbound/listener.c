@@ -13,11 +13,18 @@ struct inbound_listener {
     const struct flow_env *e;
     const struct inbound_users *users;
     enum flow_inbound kind;
+    struct flow_addr target; /* FLOW_IN_REVERSE */
     int fd;
     ev_io w;
     ev_timer retry;          /* accept paused after EMFILE/ENFILE */
     struct inbound_conn head; /* sentinel of the connection list */
 };
+
+static const char *
+kind_name(enum flow_inbound k)
+{
+    return k == FLOW_IN_SOCKS ? "socks" : k == FLOW_IN_REVERSE ? "reverse" : "http";
+}
 
 static void
 on_accept(struct ev_loop *loop, ev_io *w, int revents)
@@ -31,7 +38,7 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop accepting for a moment rather
                  * than spin on a listener that stays readable. */
-                LOG_WARN("accept on %s: %s; pausing 100 ms", l->kind == FLOW_IN_SOCKS ? "socks" : "http",
+                LOG_WARN("accept on %s: %s; pausing 100 ms", kind_name(l->kind),
                          strerror(errno));
                 ev_io_stop(loop, &l->w);
                 ev_timer_start(loop, &l->retry);
@@ -42,6 +49,8 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         if (l->kind == FLOW_IN_SOCKS)
             inbound_socks5_accept(l, fd, &peer);
+        else if (l->kind == FLOW_IN_REVERSE)
+            inbound_reverse_accept(l, fd, &peer);
         else
             inbound_http_accept(l, fd, &peer);
     }
@@ -66,14 +75,16 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
     l->e = e;
     l->users = cfg->users;
     l->kind = kind;
+    if (cfg->target != NULL)
+        l->target = *cfg->target;
     l->head._prev = l->head._next = &l->head;
     l->fd = socket(cfg->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (l->fd < 0 || setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
         bind(l->fd, (const struct sockaddr *)&cfg->addr, cfg->addrlen) != 0 ||
         listen(l->fd, 4096) != 0) {
-        snprintf(err, errlen, "listen on %s (%s): %s", cfg->text,
-                 kind == FLOW_IN_SOCKS ? "socks" : "http", strerror(errno));
+        snprintf(err, errlen, "listen on %s (%s): %s", cfg->text, kind_name(kind),
+                 strerror(errno));
         if (l->fd >= 0)
             close(l->fd);
         free(l);
@@ -84,8 +95,8 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
     ev_io_start(e->loop, &l->w);
     ev_timer_init(&l->retry, on_retry, 0.1, 0);
     l->retry.data = l;
-    LOG_INFO("listening: %s on %s%s", kind == FLOW_IN_SOCKS ? "socks5" : "http", cfg->text,
-             cfg->users->n ? " (auth)" : "");
+    LOG_INFO("listening: %s on %s%s", kind == FLOW_IN_SOCKS ? "socks5" : kind_name(kind),
+             cfg->text, cfg->users != NULL && cfg->users->n ? " (auth)" : "");
     return l;
 }
 
@@ -100,6 +111,12 @@ inbound_close(struct inbound_listener *l)
     while (l->head._next != &l->head)
         l->head._next->_close(l->head._next);
     free(l);
+}
+
+const struct flow_addr *
+inbound_target(const struct inbound_listener *l)
+{
+    return &l->target;
 }
 
 const struct flow_env *
@@ -129,7 +146,7 @@ inbound_conn_unlink(struct inbound_conn *c)
 int
 inbound_auth_required(const struct inbound_listener *l)
 {
-    return l->users->n > 0;
+    return l->users != NULL && l->users->n > 0;
 }
 
 int
