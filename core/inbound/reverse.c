@@ -5,6 +5,7 @@
 #include "flow/relay.h"
 #include "flow/session.h"
 #include "inbound/inbound.h"
+#include "io/io.h"
 #include "log/log.h"
 
 /* A reverse-proxy listener: every connection is a flow to one fixed
