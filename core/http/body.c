@@ -357,3 +357,45 @@ http_body_feed(struct http_body *body, const char *buf, size_t len)
         return 0;
     }
 }
+
+ssize_t
+http_body_dechunk(const char *raw, size_t n, char *out)
+{
+    size_t i = 0, o = 0;
+
+    for (;;) {
+        uint64_t size = 0;
+        int digits = 0;
+
+        for (; i < n; i++, digits++) {
+            char c = raw[i];
+            int v = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+            if (v < 0)
+                break;
+            if (size > (UINT64_MAX >> 4))
+                return HTTP_ERR_BAD;
+            size = size << 4 | (uint64_t)v;
+        }
+        if (digits == 0)
+            return HTTP_ERR_BAD;
+        const char *lf = memchr(raw + i, '\n', n - i); /* extensions end at the line's end */
+        if (lf == NULL)
+            return HTTP_ERR_BAD;
+        i = (size_t)(lf - raw) + 1;
+        if (size == 0)
+            return (ssize_t)o; /* trailers follow: dropped */
+        if (size > n - i)
+            return HTTP_ERR_BAD;
+        memmove(out + o, raw + i, size);
+        o += size;
+        i += size;
+        if (i < n && raw[i] == '\r')
+            i++;
+        if (i >= n || raw[i] != '\n')
+            return HTTP_ERR_BAD;
+        i++;
+    }
+}

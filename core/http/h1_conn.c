@@ -10,44 +10,7 @@
 
 #include "http/h1_buf.h"
 #include "http/h1_conn.h"
-
-#define ROUNDS 64 /* per wake-up, before yielding to the loop */
-
-enum state {
-    HEAD,     /* reading the next request head */
-    DECIDE,   /* the owner decides the request */
-    EXCHANGE, /* forwarding the request and its response */
-    LOCAL,    /* writing a local answer (then dropping the request body) */
-    RELEASED, /* the client stream was handed back */
-    DONE,
-};
-
-struct http_h1_conn {
-    struct ev_loop *loop;
-    struct io_stream *client, *up;
-    struct http_h1_conn_opts o;
-    struct http_h1_conn_cbs cbs;
-    void *arg;
-    enum state state;
-    struct mem_arena arena; /* the current request's strings */
-    struct http_fwd_req req;
-    struct http_fwd_resp resp;
-    int have_req;
-    struct http_buf cin, uin; /* from the client, from the upstream */
-    struct mem_slice out;     /* first out: the upstream head (EXCHANGE), the answer (LOCAL) */
-    size_t out_off;
-    struct mem_slice down;    /* an edited response head, to the client before uin */
-    size_t down_off;
-    int req_done, resp_parsed, resp_done, up_eof, resp_sent_any;
-    int local_close;
-    const char *local_reason;
-    uint64_t *up_count, *down_count, spare_up, spare_down;
-    int want_client, want_up, reading_client, reading_up;
-    int in_step;
-    struct io_soon soon;
-    ev_timer idle;
-    double last;
-};
+#include "http/h1_conn_int.h"
 
 static void
 close_upstream(struct http_h1_conn *c)
@@ -112,6 +75,7 @@ fail(struct http_h1_conn *c, int status, const char *reason)
 static int
 on_head(struct http_h1_conn *c, const struct http_request *parsed, size_t n)
 {
+    http_h1_collect_reset(c);
     mem_arena_reset(&c->arena);
     memset(&c->resp, 0, sizeof(c->resp));
     c->have_req = 0;
@@ -221,6 +185,10 @@ final_head(struct http_h1_conn *c, const struct http_response *res, size_t n)
     if (!copy)
         return 1;
     c->cbs.on_response_head(c->arg, c, &c->resp);
+    if (c->cresp.active) { /* the owner wants the body whole first */
+        http_buf_consume(&c->uin, n);
+        return 1;
+    }
     if (!http_fwd_fields_edited(&c->resp.fields))
         return 1;
     if (http_fwd_response_head(&c->resp, &c->down) != 0)
@@ -237,6 +205,8 @@ resp_step(struct http_h1_conn *c)
 {
     ssize_t r;
 
+    if (c->cresp.active)
+        return http_h1_collect_resp_step(c);
     if (c->down_off < c->down.len || c->uin.fwd > 0) {
         r = http_buf_send(c->client, c->down, &c->down_off, &c->uin);
         if (r > 0) {
@@ -310,7 +280,7 @@ exchange_step(struct http_h1_conn *c)
     if (b < 0)
         return c->resp_sent_any ? finish(c, "upstream broke the response")
                                 : fail(c, 502, "Bad Gateway");
-    if (!c->resp_done || c->uin.fwd > 0 || c->down_off < c->down.len)
+    if (!c->resp_done || c->cresp.active || c->uin.fwd > 0 || c->down_off < c->down.len)
         return a | b;
     switch (http_fwd_after(&c->req, &c->resp, c->uin.len == 0 && !c->up_eof)) {
     case HTTP_FWD_CLOSE:
@@ -405,6 +375,9 @@ step(struct http_h1_conn *c)
             break;
         case LOCAL:
             moved = local_step(c);
+            break;
+        case COLLECT:
+            moved = http_h1_collect_req_step(c);
             break;
         default:
             moved = 0;
@@ -506,6 +479,8 @@ http_h1_conn_forward(struct http_h1_conn *c, const struct http_h1_upstream *up)
         c->up_count = up->up_count != NULL ? up->up_count : &c->spare_up;
         c->down_count = up->down_count != NULL ? up->down_count : &c->spare_down;
     }
+    if (c->creq.active && http_h1_collected_req_out(c, head, &head) != 0)
+        return -1;
     c->out = head;
     c->out_off = 0;
     c->state = EXCHANGE;
@@ -584,6 +559,7 @@ http_h1_conn_free(struct http_h1_conn *c)
     if (c->client != NULL)
         io_close(c->client, 0);
     close_upstream(c);
+    http_h1_collect_reset(c);
     mem_arena_fini(&c->arena);
     free(c->cin.p);
     free(c->uin.p);
@@ -593,5 +569,23 @@ http_h1_conn_free(struct http_h1_conn *c)
 size_t
 http_h1_conn_memory(const struct http_h1_conn *c)
 {
-    return c->cin.cap + c->uin.cap + mem_arena_bytes(&c->arena);
+    return c->cin.cap + c->uin.cap + c->creq.cap + c->cresp.cap + mem_arena_bytes(&c->arena);
+}
+
+int
+http_h1_end(struct http_h1_conn *c, const char *reason)
+{
+    return finish(c, reason);
+}
+
+int
+http_h1_fail(struct http_h1_conn *c, int status, const char *reason)
+{
+    return fail(c, status, reason);
+}
+
+void
+http_h1_kick(struct http_h1_conn *c)
+{
+    kick(c);
 }

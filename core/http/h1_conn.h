@@ -65,6 +65,18 @@ struct http_h1_conn_cbs {
      * going on ("done": it closed, or sent bytes past a response); the next
      * request needs a new one. NULL: not told. */
     void (*on_upstream_end)(void *arg, struct http_h1_conn *c, const char *reason);
+    /* The request body the owner asked for with
+     * http_h1_conn_collect_request, decoded (chunked framing removed),
+     * NUL-terminated, in the request's arena; NULL when it was over the
+     * max (|len| is then what was read: it passes on as it came). The
+     * owner then decides as after on_request_head. NULL: never asked. */
+    void (*on_request_body)(void *arg, struct http_h1_conn *c, struct http_fwd_req *req,
+                            const char *body, size_t len);
+    /* The same for the response body asked for from inside
+     * on_response_head; the owner may edit resp->fields and replace the
+     * body (http_h1_conn_set_response_body) before it goes out. */
+    void (*on_response_body)(void *arg, struct http_h1_conn *c, struct http_fwd_resp *resp,
+                             const char *body, size_t len);
     /* The connection ended; both streams are closed. Required. */
     void (*on_done)(void *arg, struct http_h1_conn *c, const char *reason);
 };
@@ -116,6 +128,19 @@ int http_h1_conn_respond_bytes(struct http_h1_conn *c, struct mem_slice bytes, c
 
 /* The request's arena: what hooks allocate lives until the exchange ends. */
 struct mem_arena *http_h1_conn_arena(struct http_h1_conn *c);
+
+/* Reads the pending request's body whole (up to |max| bytes as framed)
+ * before it is decided: on_request_body follows. Only while a request
+ * waits for a decision; -1 otherwise. */
+int http_h1_conn_collect_request(struct http_h1_conn *c, size_t max);
+/* From on_request_body: the body that goes upstream instead (copied; the
+ * framing becomes Content-Length). -1 when it was over its max. */
+int http_h1_conn_set_request_body(struct http_h1_conn *c, const char *body, size_t len);
+/* From on_response_head: read the response body whole (up to |max|)
+ * before the head goes out; on_response_body follows. */
+int http_h1_conn_collect_response(struct http_h1_conn *c, size_t max);
+/* From on_response_body: the body the client gets instead (copied). */
+int http_h1_conn_set_response_body(struct http_h1_conn *c, const char *body, size_t len);
 
 /* Closes the upstream the connection keeps (the owner wants another for
  * the pending request). Only while a request waits for a decision; -1

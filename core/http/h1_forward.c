@@ -509,3 +509,34 @@ http_fwd_field_get(const struct http_fwd_fields *f, const char *name)
 {
     return f->v != NULL ? http_header_find(f->v, f->n, name) : NULL;
 }
+
+int
+http_fwd_fields_reframe(struct http_fwd_fields *f, size_t len)
+{
+    char num[24];
+    struct http_header h;
+    int n = snprintf(num, sizeof(num), "%zu", len);
+
+    if (f->_arena == NULL)
+        return -1;
+    remove_all(f, MEM_SLICE_LIT("Content-Length"));
+    remove_all(f, MEM_SLICE_LIT("Transfer-Encoding"));
+    h.name = MEM_SLICE_LIT("Content-Length");
+    h.value = mem_arena_slice(f->_arena, mem_slice(num, (size_t)n));
+    if (h.value.ptr == NULL)
+        return -1;
+    if (f->n == f->_cap) {
+        size_t cap = f->_cap * 2 + 4;
+        struct http_header *v = mem_arena_alloc(f->_arena, cap * sizeof(*v));
+
+        if (v == NULL)
+            return -1;
+        if (f->n > 0)
+            memcpy(v, f->v, f->n * sizeof(*v));
+        f->v = v;
+        f->_cap = cap;
+    }
+    f->v[f->n++] = h;
+    f->_edited = 1;
+    return 0;
+}

@@ -175,6 +175,10 @@ enum http_fwd_next http_fwd_after(const struct http_fwd_req *req, const struct h
 int http_fwd_field_set(struct http_fwd_fields *f, struct mem_slice name, struct mem_slice value);
 int http_fwd_field_add(struct http_fwd_fields *f, struct mem_slice name, struct mem_slice value);
 int http_fwd_field_del(struct http_fwd_fields *f, struct mem_slice name);
+/* For a driver that replaces a whole body: the framing fields become
+ * "Content-Length: |len|" (Transfer-Encoding goes). 0, or -1 when out of
+ * memory. Not for hooks: they edit through the calls above. */
+int http_fwd_fields_reframe(struct http_fwd_fields *f, size_t len);
 /* The first field called |name| (case-insensitive), or NULL. */
 const struct http_header *http_fwd_field_get(const struct http_fwd_fields *f, const char *name);
 

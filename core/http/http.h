@@ -44,6 +44,12 @@ int http_body_init_response(struct http_body *body, const struct http_response *
  * framing (bad hex, size overflow, missing CRLF, a line over 4 KiB). */
 ssize_t http_body_feed(struct http_body *body, const char *buf, size_t len);
 
+/* Decodes a whole chunked body |raw| (|n| bytes that http_body_feed
+ * accepted to its end) into |out| (room for |n| bytes; may be |raw|):
+ * the chunks' data, extensions and trailers dropped. Returns the decoded
+ * length, or HTTP_ERR_BAD when |raw| is not a whole chunked body. */
+ssize_t http_body_dechunk(const char *raw, size_t n, char *out);
+
 /* Splits a request target: absolute-form "http://host[:port]/path?q" or
  * authority-form "host:port" (CONNECT). |host| excludes the brackets of an
  * IPv6 literal; |port| defaults to 80 for http (0 if none given in the

@@ -52,6 +52,10 @@ struct fix {
     const char *reason, *extra;
     const char *early;       /* early bytes given with the next upstream */
     int edit_req, edit_resp;
+    size_t collect_req, collect_resp;  /* ask for the bodies, with this max */
+    const char *new_req_body, *new_resp_body;
+    char seen_req_body[256], seen_resp_body[256];
+    long seen_req_len, seen_resp_len;  /* -1: over the max */
     /* What the driver reported. */
     int heads, resp_heads, upstream_ends, done;
     const char *done_reason;
@@ -357,7 +361,44 @@ on_request_head(void *arg, struct http_h1_conn *c, struct http_fwd_req *req)
         assert_int_equal(http_h1_conn_respond(c, 400, "Bad Request", NULL, 1), 0);
         return;
     }
+    if (F.collect_req) {
+        assert_int_equal(http_h1_conn_collect_request(c, F.collect_req), 0);
+        return; /* decided in on_request_body */
+    }
     decide(c);
+}
+
+static void
+on_request_body(void *arg, struct http_h1_conn *c, struct http_fwd_req *req, const char *body,
+                size_t len)
+{
+    F.seen_req_len = body != NULL ? (long)len : -1;
+    if (body != NULL)
+        snprintf(F.seen_req_body, sizeof(F.seen_req_body), "%s", body);
+    if (F.new_req_body != NULL && body != NULL)
+        assert_int_equal(
+            http_h1_conn_set_request_body(c, F.new_req_body, strlen(F.new_req_body)), 0);
+    decide(c);
+}
+
+static void
+on_collect_resp_head(void *arg, struct http_h1_conn *c, struct http_fwd_resp *resp)
+{
+    F.resp_heads++;
+    if (F.collect_resp)
+        assert_int_equal(http_h1_conn_collect_response(c, F.collect_resp), 0);
+}
+
+static void
+on_response_body(void *arg, struct http_h1_conn *c, struct http_fwd_resp *resp, const char *body,
+                 size_t len)
+{
+    F.seen_resp_len = body != NULL ? (long)len : -1;
+    if (body != NULL)
+        snprintf(F.seen_resp_body, sizeof(F.seen_resp_body), "%s", body);
+    if (F.new_resp_body != NULL && body != NULL)
+        assert_int_equal(
+            http_h1_conn_set_response_body(c, F.new_resp_body, strlen(F.new_resp_body)), 0);
 }
 
 static void
@@ -387,10 +428,20 @@ on_done(void *arg, struct http_h1_conn *c, const char *reason)
     F.c = NULL;
 }
 
-static const struct http_h1_conn_cbs cbs = {on_request_head, on_response_head, on_upstream_end,
-                                            on_done};
-static const struct http_h1_conn_cbs cbs_no_resp_hook = {on_request_head, NULL, on_upstream_end,
-                                                         on_done};
+static const struct http_h1_conn_cbs cbs = {.on_request_head = on_request_head,
+                                            .on_response_head = on_response_head,
+                                            .on_upstream_end = on_upstream_end,
+                                            .on_done = on_done};
+static const struct http_h1_conn_cbs cbs_no_resp_hook = {.on_request_head = on_request_head,
+                                                         .on_upstream_end = on_upstream_end,
+                                                         .on_done = on_done};
+
+static const struct http_h1_conn_cbs cbs_collect = {.on_request_head = on_request_head,
+                                                    .on_response_head = on_collect_resp_head,
+                                                    .on_upstream_end = on_upstream_end,
+                                                    .on_request_body = on_request_body,
+                                                    .on_response_body = on_response_body,
+                                                    .on_done = on_done};
 
 static void
 start_with(const struct http_h1_conn_cbs *cb, double idle)
@@ -542,6 +593,67 @@ test_post_chunked(void **state)
     assert_string_equal(F.cli_in.p, ok);
     assert_int_equal(F.heads, 2);
     assert_int_equal(F.nups, 1);
+}
+
+/* Bodies read whole for a hook: a chunked request body is seen decoded
+ * and replaced (sent with Content-Length), the response's too; the
+ * connection then goes on with the next request. */
+static void
+test_collect_and_replace_bodies(void **state)
+{
+    start_with(&cbs_collect, 0);
+    F.collect_req = 1024;
+    F.collect_resp = 1024;
+    F.new_req_body = "REPLACED";
+    F.new_resp_body = "new body!";
+    say(&F.cli_out, "POST http://o.test/c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+                    "Host: o.test\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+    UNTIL(F.nups == 1 && has(&F.org_in[0], "REPLACED"));
+    assert_string_equal(F.seen_req_body, "hello world");
+    assert_int_equal(F.seen_req_len, 11);
+    assert_string_equal(F.org_in[0].p, "POST /c HTTP/1.1\r\nHost: o.test\r\n"
+                                       "Content-Length: 8\r\n\r\nREPLACED");
+    origin_says("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nServer: o\r\n\r\nold");
+    UNTIL(has(&F.cli_in, "new body!"));
+    assert_string_equal(F.seen_resp_body, "old");
+    assert_string_equal(F.cli_in.p,
+                        "HTTP/1.1 200 OK\r\nServer: o\r\nContent-Length: 9\r\n\r\nnew body!");
+    /* keep-alive: the next exchange, bodies untouched this time */
+    F.new_req_body = F.new_resp_body = NULL;
+    say(&F.cli_out, "POST http://o.test/d HTTP/1.1\r\nContent-Length: 2\r\n\r\nab");
+    UNTIL(has(&F.org_in[0], "POST /d"));
+    UNTIL(has(&F.org_in[0], "\r\n\r\nab"));
+    origin_says("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n");
+    UNTIL(has(&F.cli_in, "2\r\nok\r\n0\r\n\r\n"));
+    assert_string_equal(F.seen_resp_body, "ok");
+    assert_int_equal(F.nups, 1);
+}
+
+/* A body over the hook's max is never buffered whole: it passes as it came
+ * and the hook hears it was too large. */
+static void
+test_collect_over_max_streams(void **state)
+{
+    start_with(&cbs_collect, 0);
+    F.collect_req = 16;
+    F.new_req_body = "never";
+    char big[8193];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    say(&F.cli_out, "POST http://o.test/u HTTP/1.1\r\nContent-Length: 16384\r\n\r\n");
+    say(&F.cli_out, big);
+    UNTIL(F.seen_req_len == -1 && F.nups == 1);
+    say(&F.cli_out, big);
+    say(&F.cli_out, "x");
+    UNTIL(F.org_in[0].len >= 16384);
+    assert_false(has(&F.org_in[0], "never"));
+    assert_true(has(&F.org_in[0], "Content-Length: 16384\r\n"));
+    assert_true(has(&F.org_in[0], "\r\n\r\nxxxx"));
+    assert_int_equal(F.org_in[0].len - (size_t)(strstr(F.org_in[0].p, "\r\n\r\n") + 4 -
+                                                 F.org_in[0].p),
+                     16384);
+    origin_says("HTTP/1.1 204 No Content\r\n\r\n");
+    UNTIL(has(&F.cli_in, "204"));
 }
 
 /* Three requests at once on one connection: one at a time upstream, each
@@ -1074,6 +1186,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_post_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_post_chunked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collect_and_replace_bodies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collect_over_max_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_body_responses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_local_answer, setup, teardown),
