@@ -108,6 +108,59 @@ answer(struct mitm_sess *s, struct http_h1_conn *h, const struct mitm_reply *rep
     http_h1_conn_respond_bytes(h, out, "answered by a hook", 0);
 }
 
+/* The request goes to its origin: over the connection the handshake
+ * opened, the one kept from the last request, or a new one. */
+static void
+send_request(struct mitm_sess *s, struct http_h1_conn *h)
+{
+    if (s->up != NULL) {
+        struct io_stream *up = s->up;
+        s->up = NULL;
+        forward(s, h, up);
+        return;
+    }
+    if (http_h1_conn_has_upstream(h)) {
+        forward(s, h, NULL);
+        return;
+    }
+    /* The origin closed the last one: a new connection, as the first. */
+    s->state = M_REOPEN;
+    s->oc = flow_open(s->m->env, s->f, 0, on_reopen, s);
+    if (s->oc == NULL) {
+        s->state = M_HTTP;
+        answer_failed(s, h, "out of memory");
+    }
+}
+
+/* Every set whose filter wants the request, in order; the first local
+ * answer ends it. */
+static void
+run_request_hooks(struct mitm_sess *s, struct http_h1_conn *h)
+{
+    struct mitm *m = s->m;
+    const char *body = s->mreq.body;
+    for (size_t i = 0; i < m->o.nhooks; i++) {
+        const struct mitm_hooks *k = m->o.hooks[i];
+        struct mitm_reply rep = {0};
+        if (k->wants_request != NULL && k->wants_request(k->ud, &s->mreq) &&
+            k->on_request(k->ud, &s->mreq, &rep) == 1) {
+            answer(s, h, &rep);
+            return;
+        }
+    }
+    if (s->mreq.body_set && s->mreq.body != body &&
+        http_h1_conn_set_request_body(h, s->mreq.body, s->mreq.body_len) != 0) {
+        answer_failed(s, h, "out of memory");
+        return;
+    }
+    for (size_t i = 0; i < m->o.nhooks; i++) {
+        const struct mitm_hooks *k = m->o.hooks[i];
+        if (k->wants_response != NULL && k->wants_response(k->ud, &s->mreq))
+            s->hooked_resp = 1;
+    }
+    send_request(s, h);
+}
+
 static void
 on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
 {
@@ -129,36 +182,45 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
         return;
     }
     s->mreq.url = request_url(s, a, req);
+    size_t max = 0;
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
-        struct mitm_reply rep = {0};
-        if (k->wants_request != NULL && k->wants_request(k->ud, &s->mreq) &&
-            k->on_request(k->ud, &s->mreq, &rep) == 1) {
-            answer(s, h, &rep);
-            return;
-        }
+        size_t want = k->request_body != NULL && k->wants_request(k->ud, &s->mreq)
+                          ? k->request_body(k->ud, &s->mreq)
+                          : 0;
+        max = want > max ? want : max;
     }
+    if (max > 0 && http_h1_conn_collect_request(h, max) == 0)
+        return; /* on_request_body runs the hooks */
+    run_request_hooks(s, h);
+}
+
+static void
+on_request_body(void *arg, struct http_h1_conn *h, struct http_fwd_req *req, const char *body,
+                size_t len)
+{
+    struct mitm_sess *s = arg;
+    if (body != NULL) {
+        s->mreq.body = body;
+        s->mreq.body_len = len;
+        s->mreq.body_set = 1;
+    } else {
+        LOG_INFO("mitm: %.*s: request body over max_body (%zu bytes read): streamed, "
+                 "the body hooks skip it",
+                 (int)s->mreq.url.len, s->mreq.url.ptr, len);
+    }
+    run_request_hooks(s, h);
+}
+
+static void
+run_response_hooks(struct mitm_sess *s, struct http_fwd_resp *resp, const char **body,
+                   size_t *len)
+{
+    struct mitm *m = s->m;
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
         if (k->wants_response != NULL && k->wants_response(k->ud, &s->mreq))
-            s->hooked_resp = 1;
-    }
-    if (s->up != NULL) { /* the connection the handshake opened */
-        struct io_stream *up = s->up;
-        s->up = NULL;
-        forward(s, h, up);
-        return;
-    }
-    if (http_h1_conn_has_upstream(h)) {
-        forward(s, h, NULL);
-        return;
-    }
-    /* The origin closed the last one: a new connection, as the first. */
-    s->state = M_REOPEN;
-    s->oc = flow_open(m->env, s->f, 0, on_reopen, s);
-    if (s->oc == NULL) {
-        s->state = M_HTTP;
-        answer_failed(s, h, "out of memory");
+            k->on_response(k->ud, &s->mreq, resp, body, len);
     }
 }
 
@@ -169,11 +231,35 @@ on_response_head(void *arg, struct http_h1_conn *h, struct http_fwd_resp *resp)
     struct mitm *m = s->m;
     if (!s->hooked_resp)
         return;
+    size_t max = 0;
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
-        if (k->wants_response != NULL && k->wants_response(k->ud, &s->mreq))
-            k->on_response(k->ud, &s->mreq, resp, NULL, NULL);
+        size_t want = k->response_body != NULL && k->wants_response(k->ud, &s->mreq)
+                          ? k->response_body(k->ud, &s->mreq, resp)
+                          : 0;
+        max = want > max ? want : max;
     }
+    if (max > 0 && http_h1_conn_collect_response(h, max) == 0)
+        return; /* on_response_body runs the hooks */
+    run_response_hooks(s, resp, NULL, NULL);
+}
+
+static void
+on_response_body(void *arg, struct http_h1_conn *h, struct http_fwd_resp *resp, const char *body,
+                 size_t len)
+{
+    struct mitm_sess *s = arg;
+    if (body == NULL) {
+        LOG_INFO("mitm: %.*s: response body over max_body: streamed, the body hooks skip it",
+                 (int)s->mreq.url.len, s->mreq.url.ptr);
+        run_response_hooks(s, resp, NULL, NULL);
+        return;
+    }
+    const char *b = body;
+    size_t n = len;
+    run_response_hooks(s, resp, &b, &n);
+    if (b != body || n != len)
+        http_h1_conn_set_response_body(h, b, n);
 }
 
 static void
@@ -198,5 +284,7 @@ on_done(void *arg, struct http_h1_conn *h, const char *reason)
 const struct http_h1_conn_cbs mitm_exchange_cbs = {
     .on_request_head = on_request_head,
     .on_response_head = on_response_head,
+    .on_request_body = on_request_body,
+    .on_response_body = on_response_body,
     .on_done = on_done,
 };
