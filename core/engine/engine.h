@@ -118,4 +118,13 @@ void engine_reload(struct engine *e);
 void engine_stats_publish(struct engine *e);
 void engine_stats_read(struct engine *e, struct chute_stats *out);
 
+/* ca_cli.c. chute's state folder: $CHUTE_STATE_DIR, else
+ * $XDG_STATE_HOME/chute, else $HOME/.local/state/chute. 0, or -1 when
+ * none is set or |dir| is too small. */
+int engine_state_dir(char *dir, size_t n);
+/* The local CA's files in it: ca.pem and ca.key. 0 or -1, as above. */
+int engine_ca_paths(char *cert, size_t certlen, char *key, size_t keylen);
+/* `chute ca ...` (argv[1] is "ca"): the exit status. */
+int engine_ca_main(int argc, char **argv);
+
 #endif

@@ -1,5 +1,6 @@
-/* The chute command line: run, check, route, version. It uses only the
- * public embedding API, plus the script host for `route`. */
+/* The chute command line: run, check, route, ca, version. It uses only the
+ * public embedding API, plus the script host for `route` and the CA's
+ * commands (ca_cli.c). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <sys/resource.h>
 
 #include "chute/chute.h"
+#include "engine/engine.h"
 #include "log/log.h"
 #include "flow/flow.h"
 #include "script/script.h"
@@ -18,6 +20,7 @@ static const char usage_main[] =
     "  run BUNDLE          run the engine on a script bundle (a folder with main.lua)\n"
     "  check BUNDLE        load and validate a bundle without opening sockets\n"
     "  route BUNDLE DEST   print the policy route() gives DEST (HOST or IP, optional :PORT)\n"
+    "  ca init|export|path make, print or locate the local CA the MITM signs leaves with\n"
     "  version             print the version\n"
     "\n"
     "`chute <command> --help` describes each command.\n";
@@ -233,6 +236,8 @@ main(int argc, char **argv)
         return cmd_check(argc, argv);
     if (strcmp(cmd, "route") == 0)
         return cmd_route(argc, argv);
+    if (strcmp(cmd, "ca") == 0)
+        return engine_ca_main(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("chute %s\n", chute_version());
         return 0;

@@ -13,6 +13,9 @@
 
 #define CACHE_SESSIONS 128 /* BearSSL's LRU: 100 bytes each */
 #define CACHE_ENTRY 100
+/* A minted leaf's cache is smaller: a mint holds a thousand of them, and
+ * a browser resumes one session or a few per host. */
+#define MINTED_SESSIONS 16
 
 struct tls_server {
     struct tls_conn c; /* first */
@@ -70,7 +73,7 @@ cfg_destroy(struct tls_server_cfg *cfg)
         explicit_bzero(cfg->sk.x, cfg->sk.xlen);
     free(cfg->sk.x);
     if (cfg->cache_store != NULL)
-        explicit_bzero(cfg->cache_store, CACHE_SESSIONS * CACHE_ENTRY); /* master secrets */
+        explicit_bzero(cfg->cache_store, cfg->cache_len); /* master secrets */
     free(cfg->cache_store);
     explicit_bzero(cfg, sizeof(*cfg));
     free(cfg);
@@ -103,24 +106,20 @@ check_pair(const br_x509_certificate *cert, const br_ec_private_key *sk, char *b
     return NULL;
 }
 
-struct tls_server_cfg *
-tls_server_cfg_new(const br_x509_certificate *chain, size_t nchain, const br_ec_private_key *sk,
-                   char *err, size_t errlen)
+/* The configuration, with a session cache of |sessions|; |sk| is taken
+ * to be the leaf's key. */
+static struct tls_server_cfg *
+cfg_build(const br_x509_certificate *chain, size_t nchain, const br_ec_private_key *sk,
+          size_t sessions, char *err, size_t errlen)
 {
-    char why[96];
-    const char *bad = nchain == 0 ? "tls: certificate chain: no certificate in it"
-                                  : check_pair(&chain[0], sk, why, sizeof(why));
-    if (bad != NULL) {
-        snprintf(err, errlen, "%s", bad);
-        return NULL;
-    }
     struct tls_server_cfg *cfg = calloc(1, sizeof(*cfg));
     if (cfg == NULL)
         goto oom;
     cfg->refs = 1;
     cfg->chain = calloc(nchain, sizeof(*cfg->chain));
     cfg->sk.x = malloc(sk->xlen);
-    cfg->cache_store = malloc(CACHE_SESSIONS * CACHE_ENTRY);
+    cfg->cache_len = sessions * CACHE_ENTRY;
+    cfg->cache_store = malloc(cfg->cache_len);
     if (cfg->chain == NULL || cfg->sk.x == NULL || cfg->cache_store == NULL)
         goto oom_cfg;
     for (; cfg->nchain < nchain; cfg->nchain++) {
@@ -136,7 +135,7 @@ tls_server_cfg_new(const br_x509_certificate *chain, size_t nchain, const br_ec_
     memcpy(cfg->sk.x, sk->x, sk->xlen);
     memcpy(cfg->alpn, default_alpn, sizeof(default_alpn));
     cfg->nalpn = sizeof(default_alpn) / sizeof(default_alpn[0]);
-    br_ssl_session_cache_lru_init(&cfg->cache.lru, cfg->cache_store, CACHE_SESSIONS * CACHE_ENTRY);
+    br_ssl_session_cache_lru_init(&cfg->cache.lru, cfg->cache_store, cfg->cache_len);
     cfg->cache.vtable = &cache_class;
     return cfg;
 oom_cfg:
@@ -144,6 +143,27 @@ oom_cfg:
 oom:
     snprintf(err, errlen, "tls: out of memory");
     return NULL;
+}
+
+struct tls_server_cfg *
+tls_server_cfg_new(const br_x509_certificate *chain, size_t nchain, const br_ec_private_key *sk,
+                   char *err, size_t errlen)
+{
+    char why[96];
+    const char *bad = nchain == 0 ? "tls: certificate chain: no certificate in it"
+                                  : check_pair(&chain[0], sk, why, sizeof(why));
+    if (bad != NULL) {
+        snprintf(err, errlen, "%s", bad);
+        return NULL;
+    }
+    return cfg_build(chain, nchain, sk, CACHE_SESSIONS, err, errlen);
+}
+
+struct tls_server_cfg *
+tls_server_cfg_new_minted(const br_x509_certificate *chain, size_t nchain,
+                          const br_ec_private_key *sk, char *err, size_t errlen)
+{
+    return cfg_build(chain, nchain, sk, MINTED_SESSIONS, err, errlen);
 }
 
 /* What the PEM texts hold: the certificates in order, the first key. */
@@ -241,6 +261,13 @@ tls_server_cfg_free(struct tls_server_cfg *cfg)
 {
     if (cfg != NULL && --cfg->refs == 0)
         cfg_destroy(cfg);
+}
+
+struct tls_server_cfg *
+tls_server_cfg_ref(struct tls_server_cfg *cfg)
+{
+    cfg->refs++;
+    return cfg;
 }
 
 void

@@ -157,6 +157,8 @@ struct tls_ca *tls_ca_load(const char *cert_path, const char *key_path, char *er
 void tls_ca_free(struct tls_ca *ca);
 /* The CA certificate's DER, valid while |ca| lives. */
 const unsigned char *tls_ca_der(const struct tls_ca *ca, size_t *len);
+/* The same as PEM text (NUL-terminated), valid while |ca| lives. */
+const char *tls_ca_pem(const struct tls_ca *ca);
 
 /* An LRU of server configurations with leaves minted for hosts under
  * |ca| (referenced: it must outlive the mint): P-256 leaf key shared by all

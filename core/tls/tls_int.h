@@ -132,6 +132,16 @@ void tls_x509_fini(struct tls_x509 *w);
  * BearSSL's; spec/fuzz/tls_san_fuzz.c calls it directly. */
 int tls_der_san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip,
                        size_t iplen);
+/* Reads one DER TLV at *p (< end): 0 with the tag and value (*p moves past
+ * it), or -1. Only low tag numbers and definite lengths of up to 4 bytes,
+ * which covers every element of a certificate's TBS. */
+int tls_der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
+                 const unsigned char **val, size_t *len);
+/* 1 with |*val|/|*vlen| the extnValue contents (inside the OCTET STRING)
+ * of the extension |oid| (the OID's content octets) of certificate |der|,
+ * 0 if it has none or cannot be walked. */
+int tls_der_ext(const unsigned char *der, size_t len, const unsigned char *oid, size_t oidlen,
+                const unsigned char **val, size_t *vlen);
 
 /* Session cache key: host, port, SNI and whether the certificate was
  * checked (a session from an unchecked handshake never resumes a checked
@@ -225,13 +235,20 @@ struct tls_server_cfg {
     size_t nalpn;
     struct tls_server_cache cache;
     unsigned char *cache_store;
+    size_t cache_len;
     struct tls_server_stats stats;
 };
 
 /* A configuration from a DER chain (leaf first) and the leaf's P-256
  * private key, both copied; NULL with |err| naming the problem (the key is
- * not P-256, it does not match the certificate, ...). For the minting. */
+ * not P-256, it does not match the certificate, ...). */
 struct tls_server_cfg *tls_server_cfg_new(const br_x509_certificate *chain, size_t nchain,
                                           const br_ec_private_key *sk, char *err, size_t errlen);
+/* The same for a leaf tls_mint just signed for |sk| (the pair is not
+ * checked again: that costs a point multiplication, as much as the
+ * signature), with a smaller session cache (16 sessions, 1.6 KB). */
+struct tls_server_cfg *tls_server_cfg_new_minted(const br_x509_certificate *chain,
+                                                 size_t nchain, const br_ec_private_key *sk,
+                                                 char *err, size_t errlen);
 
 #endif

@@ -140,12 +140,10 @@ tls_trust_load(const char *path, br_x509_trust_anchor **out, size_t *n, char *er
 
 /* ---- certificate check ------------------------------------------------- */
 
-/* Reads one DER TLV at *p (< end): 0 with the tag and value, or -1. Only
- * low tag numbers and definite lengths of up to 4 bytes, which covers
- * every element on the way to the SAN. */
-static int
-der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
-         const unsigned char **val, size_t *len)
+/* see tls_int.h */
+int
+tls_der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
+             const unsigned char **val, size_t *len)
 {
     const unsigned char *q = *p;
     if (end - q < 2 || (q[0] & 0x1f) == 0x1f)
@@ -169,20 +167,20 @@ der_next(const unsigned char **p, const unsigned char *end, unsigned *tag,
 
 /* see tls_int.h */
 int
-tls_der_san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip, size_t iplen)
+tls_der_ext(const unsigned char *der, size_t len, const unsigned char *oid, size_t oidlen,
+            const unsigned char **val, size_t *vlen)
 {
-    static const unsigned char san_oid[] = {0x55, 0x1d, 0x11}; /* 2.5.29.17 */
     const unsigned char *p = der, *end = der + len, *v;
     size_t l;
-    unsigned tag;
-    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Certificate */
+    unsigned tag = 0;
+    if (tls_der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Certificate */
         return 0;
     p = v, end = v + l;
-    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* TBSCertificate */
+    if (tls_der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* TBSCertificate */
         return 0;
     p = v, end = v + l;
     while (p < end) { /* to extensions [3] */
-        if (der_next(&p, end, &tag, &v, &l) != 0)
+        if (tls_der_next(&p, end, &tag, &v, &l) != 0)
             return 0;
         if (tag == 0xa3)
             break;
@@ -190,36 +188,47 @@ tls_der_san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip
     if (tag != 0xa3)
         return 0;
     p = v, end = v + l;
-    if (der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Extensions */
+    if (tls_der_next(&p, end, &tag, &v, &l) != 0 || tag != 0x30) /* Extensions */
         return 0;
     p = v, end = v + l;
     while (p < end) {
-        const unsigned char *e, *eend, *oid, *val;
-        size_t oidlen, vlen;
-        if (der_next(&p, end, &tag, &e, &l) != 0 || tag != 0x30)
+        const unsigned char *e, *eend, *o;
+        size_t olen;
+        if (tls_der_next(&p, end, &tag, &e, &l) != 0 || tag != 0x30)
             return 0;
         eend = e + l;
-        if (der_next(&e, eend, &tag, &oid, &oidlen) != 0 || tag != 0x06)
+        if (tls_der_next(&e, eend, &tag, &o, &olen) != 0 || tag != 0x06)
             return 0;
-        if (oidlen != sizeof(san_oid) || memcmp(oid, san_oid, oidlen) != 0)
+        if (olen != oidlen || memcmp(o, oid, oidlen) != 0)
             continue;
-        if (der_next(&e, eend, &tag, &val, &vlen) != 0)
+        if (tls_der_next(&e, eend, &tag, val, vlen) != 0)
             return 0;
-        if (tag == 0x01 && der_next(&e, eend, &tag, &val, &vlen) != 0) /* critical */
+        if (tag == 0x01 && tls_der_next(&e, eend, &tag, val, vlen) != 0) /* critical */
             return 0;
-        if (tag != 0x04)
-            return 0;
-        const unsigned char *g = val, *gend = val + vlen;
-        if (der_next(&g, gend, &tag, &v, &l) != 0 || tag != 0x30) /* GeneralNames */
-            return 0;
-        g = v, gend = v + l;
-        while (g < gend) {
-            if (der_next(&g, gend, &tag, &v, &l) != 0)
-                return 0;
-            if (tag == 0x87 && l == iplen && memcmp(v, ip, iplen) == 0) /* iPAddress */
-                return 1;
-        }
+        return tag == 0x04; /* extnValue */
+    }
+    return 0;
+}
+
+/* see tls_int.h */
+int
+tls_der_san_has_ip(const unsigned char *der, size_t len, const unsigned char *ip, size_t iplen)
+{
+    static const unsigned char san_oid[] = {0x55, 0x1d, 0x11}; /* 2.5.29.17 */
+    const unsigned char *g, *gend, *v;
+    size_t l;
+    unsigned tag;
+    if (!tls_der_ext(der, len, san_oid, sizeof(san_oid), &g, &l))
         return 0;
+    gend = g + l;
+    if (tls_der_next(&g, gend, &tag, &v, &l) != 0 || tag != 0x30) /* GeneralNames */
+        return 0;
+    g = v, gend = v + l;
+    while (g < gend) {
+        if (tls_der_next(&g, gend, &tag, &v, &l) != 0)
+            return 0;
+        if (tag == 0x87 && l == iplen && memcmp(v, ip, iplen) == 0) /* iPAddress */
+            return 1;
     }
     return 0;
 }

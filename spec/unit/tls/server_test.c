@@ -205,138 +205,14 @@ test_hello_check(void **state)
 
 /* ---- against openssl s_client -------------------------------------------------- */
 
-/* One server on a listener, serving each connection: the handshake, then
- * reading until the client's end. */
-struct srv {
-    struct ev_loop *loop;
-    struct tls_server_cfg *cfg;
-    int lfd;
-    unsigned short port;
-    ev_io acc;
-    struct conn {
-        struct tt_hs r;
-        struct tt_peer p;
-        char in[256];
-        char alpn[16]; /* what the stream said, kept past its close */
-        int resumed, reading, closed;
-    } c[8];
-    int n;
-};
-
-static void
-on_accept(struct ev_loop *loop, ev_io *w, int revents)
-{
-    struct srv *S = w->data;
-    int fd = accept(S->lfd, NULL, NULL);
-    if (fd < 0)
-        return;
-    assert_true(S->n < 8);
-    tt_nonblock(fd);
-    struct conn *c = &S->c[S->n++];
-    memset(c, 0, sizeof(*c));
-    tt_server(S->cfg, io_fd_new(loop, fd), &c->r);
-}
-
-/* Moves each connection on: reading once the handshake is done, closed
- * once the client ended. 1 when every connection is over. */
+/* `openssl s_client` against |S| for localhost, trusting the test CA,
+ * with |extra| arguments. */
 static int
-serve(struct srv *S)
+s_client(struct tt_srv *S, const char *extra, char *log, size_t loglen)
 {
-    int over = 1;
-    for (int i = 0; i < S->n; i++) {
-        struct conn *c = &S->c[i];
-        if (c->r.done && c->r.s != NULL && !c->reading) {
-            c->reading = 1;
-            snprintf(c->alpn, sizeof(c->alpn), "%s",
-                     tls_stream_alpn(c->r.s) ? tls_stream_alpn(c->r.s) : "");
-            c->resumed = tls_stream_resumed(c->r.s);
-            c->p = (struct tt_peer){.in = c->in, .want = sizeof(c->in)};
-            tt_peer_start(&c->p, c->r.s);
-        }
-        if (c->reading && !c->closed && c->p.done) {
-            io_close(c->r.s, 0);
-            c->closed = 1;
-        }
-        over &= c->r.done && (c->r.s == NULL || c->closed);
-    }
-    return over;
-}
-
-static void
-srv_start(struct srv *S, struct ev_loop *loop, struct tls_server_cfg *cfg)
-{
-    memset(S, 0, sizeof(*S));
-    S->loop = loop;
-    S->cfg = cfg;
-    S->lfd = tt_listen(&S->port);
-    tt_nonblock(S->lfd);
-    ev_io_init(&S->acc, on_accept, S->lfd, EV_READ);
-    S->acc.data = S;
-    ev_io_start(loop, &S->acc);
-}
-
-/* Stops |S| and frees its configuration and loop. */
-static void
-srv_end(struct srv *S)
-{
-    ev_io_stop(S->loop, &S->acc);
-    close(S->lfd);
-    tls_server_cfg_free(S->cfg);
-    ev_loop_destroy(S->loop);
-}
-
-/* Runs |cmd| under /bin/sh in a child that dies with us. */
-static pid_t
-spawn_sh(const char *cmd)
-{
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Runs `openssl s_client -connect ... <extra>` (stdin empty, so it ends
- * right after the handshake) against |S| until both are done; its exit
- * status, its output in |log|. */
-static int
-s_client(struct srv *S, const char *extra, char *log, size_t loglen)
-{
-    char cmd[1024], logp[128];
-    static int runs;
-    snprintf(logp, sizeof(logp), "%s/s_client-%d.log", TT.dir, runs++);
-    snprintf(cmd, sizeof(cmd),
-             "exec openssl s_client -connect 127.0.0.1:%u -servername localhost "
-             "-CAfile %s/ca.pem %s </dev/null >%s 2>&1",
-             S->port, TT.dir, extra, logp);
-    int first = S->n;
-    pid_t pid = spawn_sh(cmd);
-    int status = -1, exited = 0;
-    double end = tt_now_ms() + 10000;
-    while (tt_now_ms() < end) {
-        if (!exited && waitpid(pid, &status, WNOHANG) == pid)
-            exited = 1;
-        if (exited && S->n > first && serve(S))
-            break;
-        if (exited && S->n == first && tt_now_ms() > end - 9000)
-            break; /* it never connected */
-        tt_run_for(S->loop, 0.01);
-        serve(S);
-    }
-    if (!exited) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        fail_msg("s_client %s: timed out", extra);
-    }
-    FILE *f = fopen(logp, "r");
-    assert_non_null(f);
-    size_t n = fread(log, 1, loglen - 1, f);
-    log[n] = '\0';
-    fclose(f);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    char args[900];
+    snprintf(args, sizeof(args), "-servername localhost -CAfile %s/ca.pem %s", TT.dir, extra);
+    return tt_s_client(S, args, log, loglen);
 }
 
 static void
@@ -347,8 +223,8 @@ test_s_client_alpn(void **state)
     char err[256], log[16384];
     struct tls_server_cfg *cfg = tt_cfg("chain.pem", "dns.key", err, sizeof(err));
     assert_non_null(cfg);
-    struct srv S;
-    srv_start(&S, loop, cfg);
+    struct tt_srv S;
+    tt_srv_start(&S, loop, cfg);
 
     /* h2 chosen; the chain verifies against the CA; AES-GCM first. */
     assert_int_equal(s_client(&S, "-alpn http/1.1,h2 -verify_return_error", log, sizeof(log)), 0);
@@ -380,7 +256,7 @@ test_s_client_alpn(void **state)
                                       "(BearSSL 0.6 speaks TLS 1.2 only)");
 
     tt_expect_stats(cfg, 2, 0, 3, 0);
-    srv_end(&S);
+    tt_srv_end(&S);
 }
 
 /* -sess_out then -sess_in: resumed with h2, with no ALPN, and with a list
@@ -394,8 +270,8 @@ test_s_client_resumption(void **state)
     char err[256], log[16384], args[512];
     struct tls_server_cfg *cfg = tt_cfg("dns.pem", "dns.key", err, sizeof(err));
     assert_non_null(cfg);
-    struct srv S;
-    srv_start(&S, loop, cfg);
+    struct tt_srv S;
+    tt_srv_start(&S, loop, cfg);
     snprintf(args, sizeof(args), "-alpn h2 -sess_out %s/sess.pem", TT.dir);
     assert_int_equal(s_client(&S, args, log, sizeof(log)), 0);
     assert_non_null(strstr(log, "New, TLSv1.2"));
@@ -410,7 +286,7 @@ test_s_client_resumption(void **state)
     for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
         snprintf(args, sizeof(args), "%s -sess_in %s/sess.pem", runs[i].alpn, TT.dir);
         int rc = s_client(&S, args, log, sizeof(log));
-        struct conn *c = &S.c[S.n - 1];
+        struct tt_srv_conn *c = &S.c[S.n - 1];
         if (runs[i].resumed < 0) {
             assert_int_not_equal(rc, 0);
             assert_false(c->reading);
@@ -423,7 +299,7 @@ test_s_client_resumption(void **state)
         assert_int_equal(c->resumed, 1);
     }
     tt_expect_stats(cfg, 5, 4, 2, 2);
-    srv_end(&S);
+    tt_srv_end(&S);
 }
 
 /* The control: BearSSL 0.6 on its own, with a session cache and ALPN
@@ -532,7 +408,7 @@ catch_hello(const char *args, unsigned char *rec, size_t cap)
              "exec openssl s_client -connect 127.0.0.1:%u -servername localhost %s "
              "</dev/null >/dev/null 2>&1",
              port, args);
-    pid_t pid = spawn_sh(cmd);
+    pid_t pid = tt_spawn_sh(cmd);
     int fd = accept(lfd, NULL, NULL);
     assert_true(fd >= 0);
     size_t n = 0;

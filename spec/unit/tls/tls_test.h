@@ -500,6 +500,141 @@ tt_pattern(size_t n, unsigned seed)
     return b;
 }
 
+/* ---- a server against openssl s_client ---------------------------------- */
+
+/* One server on a listener, serving each connection: the handshake, then
+ * reading until the client's end. */
+struct tt_srv {
+    struct ev_loop *loop;
+    struct tls_server_cfg *cfg;
+    int lfd;
+    unsigned short port;
+    ev_io acc;
+    struct tt_srv_conn {
+        struct tt_hs r;
+        struct tt_peer p;
+        char in[256];
+        char alpn[16]; /* what the stream said, kept past its close */
+        int resumed, reading, closed;
+    } c[8];
+    int n;
+};
+
+static TT_UNUSED void
+tt_on_accept(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct tt_srv *S = w->data;
+    int fd = accept(S->lfd, NULL, NULL);
+    if (fd < 0)
+        return;
+    assert_true(S->n < 8);
+    tt_nonblock(fd);
+    struct tt_srv_conn *c = &S->c[S->n++];
+    memset(c, 0, sizeof(*c));
+    tt_server(S->cfg, io_fd_new(loop, fd), &c->r);
+}
+
+/* Moves each connection on: reading once the handshake is done, closed
+ * once the client ended. 1 when every connection is over. */
+static TT_UNUSED int
+tt_serve(struct tt_srv *S)
+{
+    int over = 1;
+    for (int i = 0; i < S->n; i++) {
+        struct tt_srv_conn *c = &S->c[i];
+        if (c->r.done && c->r.s != NULL && !c->reading) {
+            c->reading = 1;
+            snprintf(c->alpn, sizeof(c->alpn), "%s",
+                     tls_stream_alpn(c->r.s) ? tls_stream_alpn(c->r.s) : "");
+            c->resumed = tls_stream_resumed(c->r.s);
+            c->p = (struct tt_peer){.in = c->in, .want = sizeof(c->in)};
+            tt_peer_start(&c->p, c->r.s);
+        }
+        if (c->reading && !c->closed && c->p.done) {
+            io_close(c->r.s, 0);
+            c->closed = 1;
+        }
+        over &= c->r.done && (c->r.s == NULL || c->closed);
+    }
+    return over;
+}
+
+static TT_UNUSED void
+tt_srv_start(struct tt_srv *S, struct ev_loop *loop, struct tls_server_cfg *cfg)
+{
+    memset(S, 0, sizeof(*S));
+    S->loop = loop;
+    S->cfg = cfg;
+    S->lfd = tt_listen(&S->port);
+    tt_nonblock(S->lfd);
+    ev_io_init(&S->acc, tt_on_accept, S->lfd, EV_READ);
+    S->acc.data = S;
+    ev_io_start(loop, &S->acc);
+}
+
+/* Stops |S| and frees its configuration and loop. */
+static TT_UNUSED void
+tt_srv_end(struct tt_srv *S)
+{
+    ev_io_stop(S->loop, &S->acc);
+    close(S->lfd);
+    tls_server_cfg_free(S->cfg);
+    ev_loop_destroy(S->loop);
+}
+
+/* Runs |cmd| under /bin/sh in a child that dies with us. */
+static TT_UNUSED pid_t
+tt_spawn_sh(const char *cmd)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Runs `openssl s_client -connect ... <extra>` (stdin empty, so it ends
+ * right after the handshake) against |S| until both are done; its exit
+ * status, its output in |log|. */
+static TT_UNUSED int
+tt_s_client(struct tt_srv *S, const char *extra, char *log, size_t loglen)
+{
+    char cmd[1400], logp[128];
+    static int runs;
+    snprintf(logp, sizeof(logp), "%s/s_client-%d.log", TT.dir, runs++);
+    snprintf(cmd, sizeof(cmd),
+             "exec openssl s_client -connect 127.0.0.1:%u %s </dev/null >%s 2>&1", S->port,
+             extra, logp);
+    int first = S->n;
+    pid_t pid = tt_spawn_sh(cmd);
+    int status = -1, exited = 0;
+    double end = tt_now_ms() + 10000;
+    while (tt_now_ms() < end) {
+        if (!exited && waitpid(pid, &status, WNOHANG) == pid)
+            exited = 1;
+        if (exited && S->n > first && tt_serve(S))
+            break;
+        if (exited && S->n == first && tt_now_ms() > end - 9000)
+            break; /* it never connected */
+        tt_run_for(S->loop, 0.01);
+        tt_serve(S);
+    }
+    if (!exited) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        fail_msg("s_client %s: timed out", extra);
+    }
+    FILE *f = fopen(logp, "r");
+    assert_non_null(f);
+    size_t n = fread(log, 1, loglen - 1, f);
+    log[n] = '\0';
+    fclose(f);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 /* ---- an in-memory stream pair -------------------------------------------- */
 
 /* Each end holds what the other wrote, |cap| bytes at most, so writes are
