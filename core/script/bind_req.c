@@ -15,6 +15,7 @@
  * Transfer-Encoding cannot be edited (the body keeps its framing), Host
  * cannot be removed. */
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -382,10 +383,13 @@ check_target_part(lua_State *L, const char *field, int path)
         luaL_error(L, "req.path: \"%s\" does not start with '/'", p);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
-        if (c <= 0x20 || c >= 0x7f || c == '#' || (path && c == '?'))
-            luaL_error(L, "req.%s: \"%s\": byte %d (0x%02x) is not allowed in a request target "
+        if (c <= 0x20 || c >= 0x7f || c == '#' || (path && c == '?')) {
+            char hex[8];
+            snprintf(hex, sizeof(hex), "0x%02x", c);
+            luaL_error(L, "req.%s: \"%s\": byte %d (%s) is not allowed in a request target "
                           "(percent-encode it%s)",
-                       field, p, (int)i + 1, c, path && c == '?' ? ", or set req.query" : "");
+                       field, p, (int)i + 1, hex, path && c == '?' ? ", or set req.query" : "");
+        }
     }
     return mem_slice(p, n);
 }
