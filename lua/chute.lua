@@ -33,6 +33,41 @@ local function cidr_list(t)
   end
 end
 
+-- A Surge MITM host pattern: "*.example.com", "api.example.net:8443",
+-- "-pinned.example.com", "[2001:db8::1]:8443"; '*' and '?' wildcards.
+local function mitm_host(v)
+  if v == "" or v == "-" then return "empty host pattern" end
+  if v:find("[%s%c]") then return string.format("%q: no spaces or control characters", v) end
+  local p = v:sub(1, 1) == "-" and v:sub(2) or v
+  local host, port
+  if p:sub(1, 1) == "[" then
+    host, port = p:match("^(%[[^%]]+%])(.*)$")
+    if not host then return string.format("%q: an IPv6 literal needs its ']'", v) end
+  else
+    host, port = p:match("^([^:]*)(.*)$")
+  end
+  if host == "" then return string.format("%q: no host before the port", v) end
+  if port ~= "" then
+    local n = port:match("^:(%d+)$")
+    n = n and tonumber(n)
+    if not n or n < 1 or n > 65535 then
+      return string.format("%q: the port must be 1..65535 (\"host:8443\")", v)
+    end
+  end
+end
+
+local function host_list(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  if n ~= #t then return "expected a list of host patterns (\"*.example.com\")" end
+  for i, v in ipairs(t) do
+    local e = type(v) ~= "string" and "expected a string" or mitm_host(v)
+    if e then return string.format("[%d]: %s", i, e) end
+  end
+end
+
+local function nonempty(v) if v == "" then return "expected a path" end end
+
 -- Schema: key -> type, or a nested schema table; `check` refines a value.
 local listener = {
   address = { type = "string", check = core.check_address },
@@ -119,6 +154,20 @@ local schema = {
     end },
     hijack = { type = "boolean" },
   } },
+  mitm = { fields = {
+    hosts = { type = "table", check = host_list },
+    skip_verify_hosts = { type = "table", check = host_list },
+    ca = { type = "string", check = nonempty },
+    ca_key = { type = "string", check = nonempty },
+    auto_bypass = { type = "boolean" },
+    bypass_seconds = { type = "number", check = function(v)
+      if v <= 0 or v > 86400 then return "must be > 0 and at most 86400 seconds" end
+    end },
+    block_quic = { type = "boolean" },
+    max_body = { type = "integer", check = function(v)
+      if v < 1 or v > 16777216 then return "must be 1..16777216 bytes" end
+    end },
+  } },
   budget = { type = "integer", check = function(v)
     if v < 1000 or v > 1000000000 then return "must be 1000..1000000000 instructions" end
   end },
@@ -169,6 +218,11 @@ local function expand_shorthands(cfg)
       if type(v) == "string" then cfg.listen[k] = { address = v } end
     end
   end
+  if type(cfg.mitm) == "table" then
+    for _, k in ipairs { "hosts", "skip_verify_hosts" } do
+      if type(cfg.mitm[k]) == "string" then cfg.mitm[k] = { cfg.mitm[k] } end
+    end
+  end
   if type(cfg.dns) == "table" and type(cfg.dns.upstream) == "string" then
     cfg.dns.upstream = { cfg.dns.upstream }
   end
@@ -204,6 +258,11 @@ M.ruleset = core.ruleset
 M.rules = core.rules
 M.version = core.version
 M.select = core.select
+M.on_request = core.on_request
+M.on_response = core.on_response
+M.respond = core.respond
+M.redirect = core.redirect
+M.reject = core.reject
 
 --- chute.proxy "name" { type = ..., server = ..., port = ..., ... }
 function M.proxy(name)
@@ -217,7 +276,9 @@ function M.group(name)
   return function(t) core.group(name, t) end
 end
 
-local hook_names = { route = true, on_request = true, on_dns = true }
+local hook_names = { route = true, on_dns = true }
+-- Registered by a call (a pattern and options), not by assignment.
+local called_hooks = { on_request = true, on_response = true }
 
 local proxy = setmetatable({}, {
   __index = function(_, k)
@@ -225,8 +286,12 @@ local proxy = setmetatable({}, {
     return M[k]
   end,
   __newindex = function(_, k, v)
+    if called_hooks[k] then
+      where_error(string.format("chute.%s is called, not assigned: chute.%s(pattern, "
+        .. "function(req) ... end [, opts])", k, k), 2)
+    end
     if not hook_names[k] then
-      where_error(string.format("chute.%s: unknown hook (hooks: on_dns, on_request, route)",
+      where_error(string.format("chute.%s: unknown hook (hooks: on_dns, route)",
         tostring(k)), 2)
     end
     if type(v) ~= "function" then

@@ -1,7 +1,9 @@
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log/log.h"
 #include "script/script_int.h"
@@ -15,6 +17,8 @@
 /* With auto_route, upstream sockets need a mark to skip the TUN's table. */
 #define DEFAULT_AUTO_ROUTE_FWMARK 0x2022
 #define DEFAULT_LUA_MEMORY_MB 64
+#define DEFAULT_MITM_MAX_BODY (128u << 10)
+#define DEFAULT_BYPASS_SECONDS 300.0
 
 int
 script_check_address(const char *text, struct sockaddr_storage *ss, socklen_t *len)
@@ -153,6 +157,145 @@ read_listener(lua_State *L, int listen, const char *k, struct script_listener *o
     return 0;
 }
 
+/* The list of strings at the top of the stack (checked by chute.lua), as
+ * malloc'd copies; pops it. */
+static char **
+read_strings(lua_State *L, size_t *n)
+{
+    size_t len = lua_rawlen(L, -1);
+    char **v = calloc(len ? len : 1, sizeof(*v));
+    *n = 0;
+    for (size_t i = 0; v != NULL && i < len; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i + 1);
+        if ((v[*n] = strdup(lua_tostring(L, -1))) != NULL)
+            (*n)++;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* A path from the config: relative ones are the bundle's. */
+static char *
+bundle_file(struct script *s, const char *p)
+{
+    if (p[0] == '/' || s->dir == NULL)
+        return strdup(p);
+    size_t n = strlen(s->dir) + strlen(p) + 2;
+    char *out = malloc(n);
+    if (out != NULL)
+        snprintf(out, n, "%s/%s", s->dir, p);
+    return out;
+}
+
+/* "ca.pem" -> "ca.key": the key beside its certificate. */
+static char *
+key_beside(const char *ca)
+{
+    const char *dot = strrchr(ca, '.'), *slash = strrchr(ca, '/');
+    size_t stem = dot != NULL && (slash == NULL || dot > slash) ? (size_t)(dot - ca) : strlen(ca);
+    char *out = malloc(stem + 5);
+    if (out != NULL) {
+        memcpy(out, ca, stem);
+        memcpy(out + stem, ".key", 5);
+    }
+    return out;
+}
+
+static int
+check_readable(struct script *s, int st, const char *key, const char *path, char *err,
+               size_t errlen)
+{
+    if (path != NULL && access(path, R_OK) == 0)
+        return 0;
+    int e = path != NULL ? errno : ENOMEM;
+    lua_getfield(s->L, st, "config_where");
+    snprintf(err, errlen, "%schute.config: mitm.%s: cannot read %s (%s)",
+             lua_isstring(s->L, -1) ? lua_tostring(s->L, -1) : "", key, path ? path : "?",
+             strerror(e));
+    lua_pop(s->L, 1);
+    return -1;
+}
+
+/* mitm = { ... } of the config table at |t| (validated by chute.lua). */
+static int
+read_mitm(struct script *s, int st, int t, char *err, size_t errlen)
+{
+    lua_State *L = s->L;
+    struct script_mitm *m = &s->cfg.mitm;
+    m->bypass_seconds = DEFAULT_BYPASS_SECONDS;
+    m->block_quic = 1;
+    m->max_body = DEFAULT_MITM_MAX_BODY;
+    if (lua_getfield(L, t, "mitm") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int k = lua_gettop(L);
+    m->enabled = 1;
+    if (lua_getfield(L, k, "hosts") == LUA_TTABLE)
+        m->hosts = read_strings(L, &m->nhosts);
+    else
+        lua_pop(L, 1);
+    if (lua_getfield(L, k, "skip_verify_hosts") == LUA_TTABLE)
+        m->skip_verify = read_strings(L, &m->nskip);
+    else
+        lua_pop(L, 1);
+    lua_getfield(L, k, "auto_bypass");
+    m->auto_bypass = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    m->block_quic = lua_getfield(L, k, "block_quic") == LUA_TNIL || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    m->bypass_seconds = opt_number(L, k, "bypass_seconds", m->bypass_seconds);
+    m->max_body = (size_t)opt_number(L, k, "max_body", (double)m->max_body);
+    int rc = 0;
+    if (lua_getfield(L, k, "ca") == LUA_TSTRING) {
+        m->ca = bundle_file(s, lua_tostring(L, -1));
+        if (lua_getfield(L, k, "ca_key") == LUA_TSTRING)
+            m->ca_key = bundle_file(s, lua_tostring(L, -1));
+        else
+            m->ca_key = m->ca ? key_beside(m->ca) : NULL;
+        lua_pop(L, 1);
+        rc = check_readable(s, st, "ca", m->ca, err, errlen);
+        if (rc == 0)
+            rc = check_readable(s, st, "ca_key", m->ca_key, err, errlen);
+    } else if (lua_getfield(L, k, "ca_key") == LUA_TSTRING) {
+        lua_getfield(L, st, "config_where");
+        snprintf(err, errlen, "%schute.config: mitm.ca_key needs mitm.ca (the certificate)",
+                 lua_isstring(L, -1) ? lua_tostring(L, -1) : "");
+        lua_pop(L, 1);
+        rc = -1;
+    }
+    lua_settop(L, k - 1);
+    if (rc == 0 && m->nskip > 0) {
+        char list[512] = "";
+        size_t off = 0;
+        for (size_t i = 0; i < m->nskip && off < sizeof(list); i++)
+            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "",
+                                    m->skip_verify[i]);
+        LOG_WARN("mitm: certificate checks are off for %s (mitm.skip_verify_hosts): anyone on "
+                 "the path to those origins can read and change their traffic", list);
+    }
+    return rc;
+}
+
+static void
+free_strings(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void
+free_mitm(struct script_mitm *m)
+{
+    free_strings(m->hosts, m->nhosts);
+    free_strings(m->skip_verify, m->nskip);
+    free(m->ca);
+    free(m->ca_key);
+    memset(m, 0, sizeof(*m));
+}
+
 int
 script_config_read(struct script *s, char *err, size_t errlen)
 {
@@ -208,6 +351,10 @@ script_config_read(struct script *s, char *err, size_t errlen)
     c->lua_memory = (size_t)opt_number(L, t, "lua_memory_mb", DEFAULT_LUA_MEMORY_MB) << 20;
     read_tun(L, t, &c->tun);
     script_dns_read(s, t, err, errlen);
+    if (read_mitm(s, st, t, err, errlen) != 0) {
+        lua_settop(L, st - 1);
+        return -1;
+    }
     if (lua_getfield(L, t, "outbound") == LUA_TTABLE) {
         if (lua_getfield(L, -1, "interface") == LUA_TSTRING)
             snprintf(c->out_interface, sizeof(c->out_interface), "%s", lua_tostring(L, -1));
@@ -241,6 +388,7 @@ void
 script_config_free(struct script_config *cfg)
 {
     script_dns_free(&cfg->dns);
+    free_mitm(&cfg->mitm);
     free(cfg->tun.exclude);
     cfg->tun.exclude = NULL;
     free_listener(&cfg->socks);

@@ -6,8 +6,8 @@
 
 /* Does |msg| start with a "chunk:line:" position? error("x", 0) and error
  * objects that are not strings carry none. */
-static int
-has_position(const char *msg)
+int
+script_has_position(const char *msg)
 {
     const char *c = strchr(msg, ':');
     if (c == NULL || c[1] < '0' || c[1] > '9')
@@ -32,7 +32,45 @@ fallback(struct script *s, struct flow *f, const char *rule)
 {
     f->policy = s->cfg.fallback;
     f->rule = rule;
+    f->mitm = 0;
     s->st.route_errors++;
+}
+
+/* route()'s second result: nil, or { mitm = true|false }. 0, or -1 with
+ * |why| saying what is wrong. Reads with lua_next only: nothing here may
+ * allocate (this runs outside a protected call). A flow whose route()
+ * says something about the MITM is not stored in the decision cache (its
+ * key holds no such flag), so the next flow to it asks route() again. */
+static int
+read_options(lua_State *L, int idx, struct flow *f, char *why, size_t len)
+{
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    if (!lua_istable(L, idx)) {
+        snprintf(why, len, "route()'s second result is a %s, not a table of options "
+                           "({ mitm = false })", luaL_typename(L, idx));
+        return -1;
+    }
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        if (k == NULL || strcmp(k, "mitm") != 0) {
+            snprintf(why, len, "route() returned an unknown option '%s' (options: mitm)",
+                     k ? k : luaL_typename(L, -2));
+            lua_pop(L, 2);
+            return -1;
+        }
+        if (!lua_isboolean(L, -1)) {
+            snprintf(why, len, "route() option mitm: expected a boolean, got %s",
+                     luaL_typename(L, -1));
+            lua_pop(L, 2);
+            return -1;
+        }
+        f->mitm = lua_toboolean(L, -1) ? 1 : -1;
+        f->_reads |= FLOW_READ_UNCACHEABLE;
+        lua_pop(L, 1);
+    }
+    return 0;
 }
 
 void
@@ -40,6 +78,7 @@ script_route(struct script *s, struct flow *f)
 {
     lua_State *L = s->L;
     s->st.route_calls++;
+    f->mitm = 0;
     if (s->route_ref == LUA_NOREF) {
         f->policy = s->cfg.fallback;
         f->rule = "fallback: no route()";
@@ -50,7 +89,7 @@ script_route(struct script *s, struct flow *f)
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->route_ref);
     struct flow **fp = script_flow_push(s, f);
     script_budget_arm(s, s->cfg.budget);
-    int rc = lua_pcall(L, 1, 1, top + 1);
+    int rc = lua_pcall(L, 1, 2, top + 1);
     int tripped = s->tripped;
     script_budget_disarm(s);
     *fp = NULL;
@@ -62,21 +101,27 @@ script_route(struct script *s, struct flow *f)
         return;
     }
 
-    char where[128];
-    if (rc != LUA_OK) {
+    char where[128], why[160];
+    if (rc == LUA_OK && read_options(L, top + 3, f, why, sizeof(why)) != 0) {
+        route_where(s, where, sizeof(where));
+        LOG_WARN("flow %llu: %s: %s; using %s", (unsigned long long)f->id, where, why,
+                 script_policy_name(s, s->cfg.fallback));
+        fallback(s, f, "fallback: bad options");
+    } else if (rc != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
         where[0] = '\0';
-        if (!has_position(msg)) {
+        if (!script_has_position(msg)) {
             route_where(s, where, sizeof(where) - 2);
             strcat(where, ": ");
         }
         LOG_WARN("flow %llu: route() failed: %s%s; using %s", (unsigned long long)f->id, where,
                  msg, script_policy_name(s, s->cfg.fallback));
         fallback(s, f, tripped ? "fallback: budget" : "fallback: error");
-    } else if (lua_isnil(L, -1)) {
+    } else if (lua_isnil(L, top + 2)) {
         f->policy = s->cfg.fallback;
         f->rule = "fallback: route() returned nil";
     } else {
+        lua_settop(L, top + 2);
         const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
         int p = name ? script_policy_lookup(s, name) : -1;
         if (p < 0) {

@@ -62,6 +62,22 @@ struct script_dns {
     int hijack;              /* answer port 53 on the TUN (default on) */
 };
 
+/* mitm = { ... }: which flows chute decrypts, and with which CA. */
+struct script_mitm {
+    int enabled;          /* the bundle has mitm = {...} */
+    char **hosts;         /* Surge hostname patterns, in order ("*.example.com",
+                           * "api.example.net:8443", "-pinned.example.com") */
+    size_t nhosts;
+    char *ca, *ca_key;    /* NULL: chute's own CA in its state folder; else paths
+                           * (relative ones resolved against the bundle) */
+    char **skip_verify;   /* origins whose certificate is not checked (warned at load) */
+    size_t nskip;
+    int auto_bypass;      /* pass a host through a while after a client refused the leaf */
+    double bypass_seconds;
+    int block_quic;       /* refuse UDP/443 to MITM hosts on the TUN (default on) */
+    size_t max_body;      /* bytes of a body a hook or rewrite may see (default 128 KiB) */
+};
+
 /* The bundle's configuration after chute.config(), with defaults applied.
  * Owned by the script; valid until script_free. */
 struct script_config {
@@ -78,13 +94,18 @@ struct script_config {
     size_t lua_memory;      /* bytes */
     size_t decision_cache;  /* entries; 0 off */
     struct script_dns dns;
+    struct script_mitm mitm;
 };
 
 /* The script host's counters, one X(field, key) each (log/counter.h). */
 #define SCRIPT_STATS(X)                                                                            \
     X(route_calls, route_calls)                                                                    \
     X(route_errors, route_errors) /* errors, budget overruns and unknown names */                  \
-    X(lua_bytes, lua_bytes)       /* memory held by the state */
+    X(lua_bytes, lua_bytes)       /* memory held by the state */                               \
+    X(hook_calls, hook_calls)     /* on_request / on_response calls */                         \
+    X(hook_errors, hook_errors)   /* calls that failed (the message passed unmodified) */      \
+    X(hook_budget_cuts, hook_budget_cuts) /* of those, cut by the instruction budget */        \
+    X(hook_body_skips, hook_body_skips)   /* body hooks skipped: the body was over max_body */
 
 struct script_stats {
 #define X(field, key) uint64_t field;
@@ -108,6 +129,18 @@ void script_stats(const struct script *s, struct script_stats *out);
  * stores the policy and the deciding rule in |f|. An error, an overrun or an
  * unknown name logs file:line and gives the fallback policy. Never fails. */
 void script_route(struct script *s, struct flow *f);
+
+/* The bundle's chute.on_request / chute.on_response hooks as a set the
+ * MITM runs (mitm/mitm.h), or NULL when the bundle registered none. Owned
+ * by the script: valid until script_free (a reload makes a new one).
+ * Requests and responses whose URL no hook's pattern matches never enter
+ * Lua; the rest run each matching hook in registration order under the
+ * instruction budget and memory cap of route(). A hook that fails (error,
+ * budget, bad return value) is logged with file:line and counted, and its
+ * own edits are dropped: the message goes on as the hooks before it left
+ * it. Loop thread only. */
+struct mitm_hooks;
+const struct mitm_hooks *script_mitm_hooks(struct script *s);
 
 /* Calls chute.on_dns({name=, type=}) under the budget, if the bundle has
  * it, and fills |out| (struct dns_hook_result). Errors log file:line and

@@ -6,9 +6,54 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "mitm/mitm.h"
 #include "script/script.h"
 
 #define SCRIPT_LOAD_BUDGET 200000000u /* instructions for running main.lua */
+
+#define SCRIPT_HOOK_METHODS 8
+
+/* One chute.on_request / chute.on_response registration (bind_http.c). */
+struct script_hook {
+    struct rules_re *re;  /* the URL pattern, matched against mitm_request.url */
+    int fn_ref;           /* the function, in the registry */
+    int body;             /* opts.body: wants the body before it runs */
+    size_t max_body;      /* opts.max_body; 0 until the load ends: mitm.max_body */
+    char methods[SCRIPT_HOOK_METHODS][16]; /* opts.method; "" ends, none: any */
+    char where[64];       /* "main.lua:12": where the function is defined */
+    uint64_t failures;    /* for the log's rate limit */
+    double logged_at;     /* when a failure was last logged (monotonic s) */
+    uint64_t unlogged;    /* failures since then that were not */
+    int skip_logged;      /* the over-max_body skip was logged */
+};
+
+/* What the hooks of one message may change, applied to the message only
+ * once they return (hooks.c). */
+struct hook_work {
+    struct http_fwd_fields fields; /* the phase's editable fields */
+    int cow;                       /* fields.v is the running hook's own copy */
+    struct mem_slice method;
+    struct mem_slice path, query;  /* the target split at its '?' */
+    int has_query;
+    struct mem_slice target;       /* path?query: the request line's target */
+    int method_set, target_set;
+    const char *body;              /* NULL: not there (not asked for, too large) */
+    size_t body_len;
+    int body_set;
+};
+
+/* One message's run of hooks, on the C stack of the mitm_hooks callback. */
+struct hook_msg {
+    uint64_t serial;               /* struct script's msg_serial for it */
+    int response;                  /* on_response (req is read-only then) */
+    struct mitm_request *m;
+    struct http_fwd_resp *resp;
+    const struct script_hook *h;   /* running now */
+    struct hook_work w, saved;     /* saved: as the running hook found it */
+    int fields_edited;             /* a hook that succeeded edited the fields */
+    int replied;
+    struct mitm_reply reply;
+};
 
 struct script {
     lua_State *L;
@@ -32,6 +77,16 @@ struct script {
     struct outbound_group_cfg *groups;
     size_t ngroups;
     struct outbound_set *set;
+    /* chute.on_request / on_response, in registration order (bind_http.c),
+     * and the set the MITM gets (hooks.c). */
+    struct script_hook *req_hooks, *resp_hooks;
+    size_t nreq_hooks, nresp_hooks;
+    struct mitm_hooks mitm_hooks;
+    int loaded;           /* main.lua has run: no more registrations */
+    int reply_mt_ref;     /* metatable of chute.respond/redirect/reject's results */
+    int req_mt_ref, resp_mt_ref, headers_mt_ref;
+    struct hook_msg *msg; /* the message whose hooks run now, or NULL */
+    uint64_t msg_serial;  /* its number: objects of older messages are dead */
 };
 
 static inline struct script *
@@ -45,6 +100,35 @@ void script_budget_arm(struct script *s, uint32_t budget);
 void script_budget_disarm(struct script *s);
 /* Message handler for lua_pcall: keeps the error's "file:line:" position. */
 int script_msgh(lua_State *L);
+
+/* Does |msg| start with a "chunk:line:" position? (route.c) */
+int script_has_position(const char *msg);
+
+/* bind_http.c: chute.on_request/on_response/respond/redirect/reject, and
+ * the set for the MITM once the load is done. */
+int script_l_on_request(lua_State *L);
+int script_l_on_response(lua_State *L);
+int script_l_respond(lua_State *L);
+int script_l_redirect(lua_State *L);
+int script_l_reject(lua_State *L);
+void script_http_open(struct script *s);
+void script_hooks_finish(struct script *s);
+void script_hooks_free(struct script *s);
+/* RFC 9110 token / field value (no control bytes but HT) checks. */
+int script_http_token_ok(const char *p, size_t n);
+int script_http_value_ok(const char *p, size_t n);
+/* 1 when |h| wants |m| (pattern and method), in C. */
+int script_hook_wants(const struct script_hook *h, const struct mitm_request *m);
+
+/* bind_req.c: the req, resp and headers objects hooks get. */
+enum { SCRIPT_OBJ_REQ, SCRIPT_OBJ_RESP };
+void script_hooks_open(struct script *s);
+/* Pushes a new req or resp object for the message running now. */
+void script_push_msg_obj(lua_State *L, int kind);
+/* hooks.c: running them (the mitm_hooks callbacks). */
+int script_hooks_on_request(void *ud, struct mitm_request *m, struct mitm_reply *out);
+void script_hooks_on_response(void *ud, struct mitm_request *m, struct http_fwd_resp *resp,
+                              const char **body, size_t *body_len);
 
 /* sandbox.c */
 /* "<bundle>/<rel>" for a relative path without ".."; -1 otherwise. */

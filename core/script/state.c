@@ -92,6 +92,11 @@ static const luaL_Reg core_funcs[] = {
     {"check_address", l_check_address},
     {"check_upstream", script_l_check_upstream},
     {"check_range", script_l_check_range},
+    {"on_request", script_l_on_request},
+    {"on_response", script_l_on_response},
+    {"respond", script_l_respond},
+    {"redirect", script_l_redirect},
+    {"reject", script_l_reject},
     {NULL, NULL},
 };
 
@@ -161,6 +166,7 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     }
     s->mem_limit = DEFAULT_LUA_MEMORY;
     s->route_ref = s->flow_ref = s->env_ref = s->state_ref = s->on_dns_ref = LUA_NOREF;
+    s->reply_mt_ref = s->req_mt_ref = s->resp_mt_ref = s->headers_mt_ref = LUA_NOREF;
     if (dir != NULL) {
         struct stat st;
         char main_path[4096];
@@ -187,6 +193,7 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     script_flow_open(s);
     script_ruleset_open(s);
     script_rules_open(s);
+    script_http_open(s);
     if (open_chute_module(s) != 0)
         goto fail_lua;
 
@@ -212,6 +219,8 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     if (script_config_read(s, err, errlen) != 0 || script_proxies_finish(s, err, errlen) != 0)
         goto fail;
     s->mem_limit = s->cfg.lua_memory;
+    s->loaded = 1;
+    script_hooks_finish(s);
     lock_globals(s);
     /* Finalizers are script code too: they run under a budget. */
     script_budget_arm(s, s->cfg.budget);
@@ -243,6 +252,7 @@ script_free(struct script *s)
     }
     script_config_free(&s->cfg);
     script_proxies_free(s);
+    script_hooks_free(s);
     free(s->dir);
     free(s);
 }

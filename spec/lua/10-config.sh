@@ -58,7 +58,7 @@ check_error "bad log level" config-log-level \
 check_error "chute.config twice: the second call's line" config-twice \
     "config-twice/main.lua:4: chute.config: called twice"
 check_error "unknown hook names the line of its definition" hook-unknown \
-    "hook-unknown/main.lua:4: chute.rout: unknown hook (hooks: on_dns, on_request, route)"
+    "hook-unknown/main.lua:4: chute.rout: unknown hook (hooks: on_dns, route)"
 check_error "a hook that is not a function" hook-not-function \
     "hook-not-function/main.lua:3: chute.route: expected a function, got string"
 check_error "syntax error names file:line" syntax-error \

@@ -230,7 +230,7 @@ test_config_errors(void **state)
     load_fails("local chute = require 'chute'\nchute.config {}\nchute.config {}\n",
                "main.lua:3: chute.config: called twice");
     load_fails("local chute = require 'chute'\nfunction chute.rout() end\n",
-               "main.lua:2: chute.rout: unknown hook (hooks: on_dns, on_request, route)");
+               "main.lua:2: chute.rout: unknown hook (hooks: on_dns, route)");
     load_fails("local chute = require 'chute'\nchute.route = 1\n",
                "main.lua:2: chute.route: expected a function, got number");
     load_fails("local chute = require 'chute'\n\nlocal x = = 1\n",
