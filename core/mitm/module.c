@@ -1,4 +1,5 @@
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,16 +93,29 @@ rw_next(struct rw_parser *p, struct mem_slice *t)
     if (p->lp == end)
         return 0;
     char *out = p->scratch + p->used;
-    size_t n = 0;
-    int quoted = 0;
+    size_t n = 0, eq = SIZE_MAX;
+    int quoted = 0, opened = 0;
     while (p->lp < end && (quoted || !is_space(*p->lp))) {
         char c = *p->lp++;
-        if (c == '"') {
-            quoted = !quoted;
+        if (quoted) {
+            if (c == '"') {
+                quoted = 0;
+                continue;
+            }
+            if (c == '\\' && p->lp < end && *p->lp == '"')
+                c = *p->lp++;
+            out[n++] = c;
             continue;
         }
-        if (quoted && c == '\\' && p->lp < end && *p->lp == '"')
-            c = *p->lp++;
+        /* A quote opens only at the token's start or right after its first
+         * '=' (data="a b"); anywhere else it is a byte like any other, so
+         * {"a":1} needs no quoting. */
+        if (c == '"' && !opened && (n == 0 || (eq != SIZE_MAX && eq == n - 1))) {
+            quoted = opened = 1;
+            continue;
+        }
+        if (c == '=' && eq == SIZE_MAX)
+            eq = n;
         out[n++] = c;
     }
     if (quoted)
