@@ -255,6 +255,7 @@ end
 
 M.log = core.log
 M.ruleset = core.ruleset
+M.module = core.module
 M.rules = core.rules
 M.version = core.version
 M.select = core.select

@@ -73,7 +73,16 @@ int
 rules_re_match(const struct rules_re *re, const char *subject, size_t n, size_t *ovec,
                int npairs)
 {
-    int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, n, 0, 0, re->md, re->mc);
+    return rules_re_match_at(re, subject, n, 0, ovec, npairs);
+}
+
+int
+rules_re_match_at(const struct rules_re *re, const char *subject, size_t n, size_t start,
+                  size_t *ovec, int npairs)
+{
+    if (start > n)
+        return RULES_RE_NOMATCH;
+    int rc = pcre2_match(re->code, (PCRE2_SPTR)subject, n, start, 0, re->md, re->mc);
     if (rc == PCRE2_ERROR_NOMATCH || rc == PCRE2_ERROR_PARTIAL)
         return RULES_RE_NOMATCH;
     if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||

@@ -47,6 +47,12 @@ int rules_re_groups(const struct rules_re *re);
 int rules_re_match(const struct rules_re *re, const char *subject, size_t n, size_t *ovec,
                    int npairs);
 
+/* The same, starting the search at byte |start| of |subject| while what
+ * lies before it still counts for lookbehinds and anchors (a multi-line
+ * "^" does not match mid-line): for replacing every match in turn. */
+int rules_re_match_at(const struct rules_re *re, const char *subject, size_t n, size_t start,
+                      size_t *ovec, int npairs);
+
 /* Expands |tmpl| for the match in |ovec| (|pairs| pairs, from
  * rules_re_match over |subject|): "$1".."$9" and "${12}" become the
  * groups, "$0" and "$&" the whole match, "$$" a dollar; an unset or

@@ -1,9 +1,7 @@
 #include <arpa/inet.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "flow/process.h"
 #include "rules/list.h"
@@ -202,30 +200,6 @@ on_entry(void *arg, const struct rules_entry *e)
     return 0;
 }
 
-static char *
-read_file(const char *path, size_t *len, const char **why)
-{
-    FILE *fp = fopen(path, "rb");
-    struct stat st;
-    if (fp == NULL || fstat(fileno(fp), &st) != 0) {
-        *why = strerror(errno);
-        if (fp != NULL)
-            fclose(fp);
-        return NULL;
-    }
-    if ((size_t)st.st_size > MAX_LIST_BYTES) {
-        *why = "larger than 256 MiB";
-        fclose(fp);
-        return NULL;
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    *len = buf ? fread(buf, 1, (size_t)st.st_size, fp) : 0;
-    fclose(fp);
-    if (buf == NULL)
-        *why = "out of memory";
-    return buf;
-}
-
 int
 script_l_ruleset(lua_State *L)
 {
@@ -273,7 +247,7 @@ script_l_ruleset(lua_State *L)
 
     size_t len = 0;
     const char *why = NULL;
-    char *buf = read_file(path, &len, &why);
+    char *buf = script_read_file(path, MAX_LIST_BYTES, &len, &why);
     if (buf == NULL)
         return luaL_error(L, "chute.ruleset: %s: %s", rel, why);
     if (fmt == RULES_FORMAT_AUTO)

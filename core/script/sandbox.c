@@ -1,5 +1,8 @@
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lualib.h>
 
@@ -31,6 +34,30 @@ script_bundle_path(struct script *s, const char *rel, char *out, size_t len)
         return -1;
     int n = snprintf(out, len, "%s/%s", s->dir, rel);
     return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+char *
+script_read_file(const char *path, size_t max, size_t *len, const char **why)
+{
+    FILE *fp = fopen(path, "rb");
+    struct stat st;
+    if (fp == NULL || fstat(fileno(fp), &st) != 0) {
+        *why = strerror(errno);
+        if (fp != NULL)
+            fclose(fp);
+        return NULL;
+    }
+    if ((size_t)st.st_size > max) {
+        *why = "too large";
+        fclose(fp);
+        return NULL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    *len = buf ? fread(buf, 1, (size_t)st.st_size, fp) : 0;
+    fclose(fp);
+    if (buf == NULL)
+        *why = "out of memory";
+    return buf;
 }
 
 int

@@ -154,6 +154,12 @@ int script_has_on_dns(const struct script *s);
 int script_policy_lookup(const struct script *s, const char *name);
 /* The name of policy id |policy| in |s|. */
 const char *script_policy_name(const struct script *s, int policy);
+/* The rewrites of the bundle's chute.module calls (Surge modules:
+ * mitm/rewrite.h): their hooks (mitm_rewrites_hooks) and [MITM] host names
+ * (mitm_rewrites_hostnames). NULL when the bundle loaded none. Owned by
+ * the script. */
+struct mitm_rewrites;
+struct mitm_rewrites *script_rewrites(const struct script *s);
 /* The bundle's proxies and groups (NULL before the load finished). */
 struct outbound_set *script_outbound_set(const struct script *s);
 

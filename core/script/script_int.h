@@ -87,6 +87,7 @@ struct script {
     int req_mt_ref, resp_mt_ref, headers_mt_ref;
     struct hook_msg *msg; /* the message whose hooks run now, or NULL */
     uint64_t msg_serial;  /* its number: objects of older messages are dead */
+    struct mitm_rewrites *rewrites; /* chute.module's rules, NULL until one loads */
 };
 
 static inline struct script *
@@ -134,6 +135,10 @@ void script_hooks_on_response(void *ud, struct mitm_request *m, struct http_fwd_
 /* "<bundle>/<rel>" for a relative path without ".."; -1 otherwise. */
 int script_bundle_path(struct script *s, const char *rel, char *out, size_t len);
 int script_sandbox_open(struct script *s, char *err, size_t errlen);
+/* The file at |path| read whole into a malloc'd buffer (one spare byte at
+ * the end), or NULL with |*why| saying why (errno's text, "too large" past
+ * |max| bytes). */
+char *script_read_file(const char *path, size_t max, size_t *len, const char **why);
 /* Loads a bundle file (path relative to the bundle) into the sandbox: pushes
  * the chunk, or returns non-zero with the message pushed. */
 int script_load_file(struct script *s, const char *rel);
@@ -165,6 +170,8 @@ struct flow *script_check_flow(lua_State *L, int idx);
 void script_ruleset_open(struct script *s);
 int script_l_ruleset(lua_State *L);
 int script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line);
+/* bind_module.c: chute.module "file" | { text = ... } */
+int script_l_module(lua_State *L);
 /* bind_rules.c: chute.rules { ... } */
 void script_rules_open(struct script *s);
 int script_l_rules(lua_State *L);

@@ -7,6 +7,7 @@
 #include <lualib.h>
 
 #include "log/log.h"
+#include "mitm/rewrite.h"
 #include "script/script_int.h"
 
 #define DEFAULT_LUA_MEMORY (64u << 20)
@@ -86,6 +87,7 @@ l_check_cidr(lua_State *L)
 static const luaL_Reg core_funcs[] = {
     {"check_cidr", l_check_cidr},
     {"ruleset", script_l_ruleset},
+    {"module", script_l_module},
     {"rules", script_l_rules},
     {"log", l_log},
     {"is_policy", l_is_policy},
@@ -253,6 +255,7 @@ script_free(struct script *s)
     script_config_free(&s->cfg);
     script_proxies_free(s);
     script_hooks_free(s);
+    mitm_rewrites_free(s->rewrites);
     free(s->dir);
     free(s);
 }

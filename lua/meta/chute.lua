@@ -156,6 +156,20 @@ function ruleset:match(flow) end
 ---@return chute.ruleset
 function chute.ruleset(path, opts) end
 
+---@class chute.module.inline
+---@field text string  the module's lines ([URL Rewrite], [Header Rewrite], [Map Local], [Body Rewrite], [MITM])
+---@field name? string  what messages call it (default "(inline module)")
+
+--- Loads a Surge module (at load time): its [URL Rewrite], [Header Rewrite],
+--- [Map Local] and [Body Rewrite] lines apply to MITM'd requests, in call
+--- order and before the Lua hooks; its [MITM] hostname entries join the MITM
+--- host list (%APPEND%, %INSERT%, or a bare value that replaces it). What
+--- chute cannot run ([Script], unknown sections) is logged once as a warning;
+--- a malformed line fails the load naming file:line. Map Local data= files
+--- are paths inside the bundle.
+---@param src string|chute.module.inline  a module file relative to the bundle, or { text = ... }
+function chute.module(src) end
+
 --- Compiles a Surge/Clash-style rule list into a route function. Each rule is
 --- {TYPE, VALUE, POLICY [, "no-resolve"]}, {"RULE-SET", ruleset, POLICY},
 --- {"AND"|"OR"|"NOT", {conditions}, POLICY}, a function(flow) returning a

@@ -1,0 +1,2 @@
+local chute = require "chute"
+chute.module "modules/bad.sgmodule"
