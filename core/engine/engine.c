@@ -10,6 +10,7 @@
 #include "flow/dcache.h"
 #include "engine/engine.h"
 #include "log/log.h"
+#include "mitm/mitm.h"
 #include "flow/flow.h"
 #include "inbound/inbound.h"
 #include "script/script.h"
@@ -60,10 +61,30 @@ env_dns_tcp(void *ud, struct flow *f)
 }
 static void route(struct engine *e, struct flow *f);
 
+/* A TUN or SOCKS5 flow to an address on 443 while hosts are intercepted:
+ * the MITM list needs its name, so the first bytes are read for the SNI
+ * before anything is decided (the flow comes back with _sniffable off). */
+static int
+mitm_needs_name(const struct engine *e, const struct flow *f)
+{
+    return e->fenv.intercept != NULL && f->network == FLOW_TCP && f->_sniffable &&
+           f->dst.kind != FLOW_ADDR_NAME && f->sniffed == NULL && f->dst.port == 443;
+}
+
 void
 engine_route(struct engine *e, struct flow *f)
 {
+    if (mitm_needs_name(e, f)) {
+        f->_reads |= FLOW_READ_HOST;
+        return;
+    }
     route(e, f);
+    if (e->mitm != NULL && f->network == FLOW_UDP && f->policy != FLOW_POLICY_REJECT &&
+        mitm_blocks_quic(e->mitm, f)) {
+        /* Refused with ICMP port unreachable: the browser falls back to TCP. */
+        f->policy = FLOW_POLICY_REJECT;
+        f->rule = "mitm: QUIC blocked";
+    }
     name_policy(e, f);
 }
 
@@ -105,14 +126,21 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
             return -1;
         }
     }
+    struct engine_mitm mitm;
+    if (engine_mitm_prepare(e, s, &mitm, err, errlen) != 0) {
+        script_free(s);
+        return -1;
+    }
     if (engine_dns_load(e, e->script ? script_config(e->script) : NULL, script_config(s), err,
                         errlen) != 0) {
+        engine_mitm_release(&mitm);
         script_free(s);
         return -1;
     }
     struct flow_dcache *dc = flow_dcache_new(script_config(s)->decision_cache);
     if (dc == NULL) {
         snprintf(err, errlen, "out of memory for the decision cache");
+        engine_mitm_release(&mitm);
         script_free(s);
         return -1;
     }
@@ -148,6 +176,7 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     e->local.fwmark = 0;
     e->local.set = NULL;
     engine_dns_hook(e);
+    engine_mitm_commit(e, &mitm); /* the old script's hooks are gone from it */
     /* Connections opening through the old set keep it alive until done. */
     struct outbound_set *oldset = e->out.set;
     e->out.set = outbound_set_ref(set);
@@ -405,6 +434,8 @@ chute_engine_free(chute_engine *ce)
     dns_server_free(e->dnss);
     dns_resolver_free(e->dns);
     script_free(e->script);
+    engine_mitm_release(&e->mitm_cur);
+    mitm_free(e->mitm); /* its flows were closed with the TUN and the listeners */
     tls_ctx_free(e->out.tls);
     flow_table_free(e->flows);
     ev_loop_destroy(e->loop);

@@ -44,6 +44,27 @@ struct engine_dp_stats {
 /* ENGINE_DP_STATS as a table over struct engine_dp_stats (drops aside). */
 extern const struct log_counter engine_dp_counters[];
 
+struct mitm;
+struct mitm_hosts;
+struct mitm_hooks;
+struct tls_ca;
+struct tls_mint;
+
+/* What one bundle's MITM settings hold (mitm_glue.c). */
+struct engine_mitm {
+    int on;
+    struct mitm_hosts *hosts, *skip;
+    struct tls_ca *ca;
+    struct tls_mint *mint;
+    char *ca_path;
+    int state_ca;  /* the CA is chute's own (state folder): reloads keep it */
+    int reuse_ca;  /* prepared: take the running CA and its leaves */
+    const struct mitm_hooks *hooks[2];
+    size_t nhooks;
+    int auto_bypass, block_quic;
+    double bypass_seconds;
+};
+
 struct engine {
     struct ev_loop *loop;
     struct script *script;   /* the current bundle; replaced whole on reload */
@@ -60,6 +81,8 @@ struct engine {
     struct flow_udp_table *udp;
     struct flow_tcp_table *tcp;  /* the TUN's TCP flows */
     struct engine_dp_stats dp;
+    struct mitm *mitm;          /* made with the first bundle that has a MITM */
+    struct engine_mitm mitm_cur;
     struct flow_opts fopts;  /* the current bundle's, rewritten by each load */
     struct flow_env fenv;    /* what netstack, flow/udp.c and the listeners are given */
     struct inbound_users users[2]; /* socks, http: the current bundle's credentials */
@@ -110,6 +133,15 @@ int engine_flow_name(struct engine *e, struct flow *f);
  * ("stats flows_active=...", and "stats tun ..." while the TUN runs), after
  * the groups line (SIGUSR1, and at exit). */
 void engine_stats_log(struct engine *e);
+
+/* mitm_glue.c. Builds what |s|'s MITM settings need (the CA, made in the
+ * state folder on first use; host lists; hook sets) without touching the
+ * running engine: -1 with |err| when the bundle cannot run. */
+int engine_mitm_prepare(struct engine *e, struct script *s, struct engine_mitm *n, char *err,
+                        size_t errlen);
+/* Makes |n| current (|s| just became e->script) and frees the previous. */
+void engine_mitm_commit(struct engine *e, struct engine_mitm *n);
+void engine_mitm_release(struct engine_mitm *m);
 
 /* Reloads the bundle from where it came; logs the outcome. */
 void engine_reload(struct engine *e);

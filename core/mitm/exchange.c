@@ -185,7 +185,8 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
     size_t max = 0;
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
-        size_t want = k->request_body != NULL && k->wants_request(k->ud, &s->mreq)
+        size_t want = k->request_body != NULL && k->wants_request != NULL &&
+                              k->wants_request(k->ud, &s->mreq)
                           ? k->request_body(k->ud, &s->mreq)
                           : 0;
         max = want > max ? want : max;
@@ -234,7 +235,8 @@ on_response_head(void *arg, struct http_h1_conn *h, struct http_fwd_resp *resp)
     size_t max = 0;
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
-        size_t want = k->response_body != NULL && k->wants_response(k->ud, &s->mreq)
+        size_t want = k->response_body != NULL && k->wants_response != NULL &&
+                              k->wants_response(k->ud, &s->mreq)
                           ? k->response_body(k->ud, &s->mreq, resp)
                           : 0;
         max = want > max ? want : max;
