@@ -61,14 +61,15 @@ env_dns_tcp(void *ud, struct flow *f)
 }
 static void route(struct engine *e, struct flow *f);
 
-/* A TUN or SOCKS5 flow to an address on 443 while hosts are intercepted:
- * the MITM list needs its name, so the first bytes are read for the SNI
- * before anything is decided (the flow comes back with _sniffable off). */
+/* A TUN or SOCKS5 flow to an address, on a port the MITM list names: the
+ * list needs its name, so the first bytes are read for the SNI before
+ * anything is decided (the flow comes back with _sniffable off). */
 static int
 mitm_needs_name(const struct engine *e, const struct flow *f)
 {
     return e->fenv.intercept != NULL && f->network == FLOW_TCP && f->_sniffable &&
-           f->dst.kind != FLOW_ADDR_NAME && f->sniffed == NULL && f->dst.port == 443;
+           f->dst.kind != FLOW_ADDR_NAME && f->sniffed == NULL &&
+           mitm_port_used(e->mitm, f->dst.port);
 }
 
 void

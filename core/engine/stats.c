@@ -8,6 +8,7 @@
 #include "flow/udp.h"
 #include "log/counter.h"
 #include "log/log.h"
+#include "mitm/mitm.h"
 #include "netstack/netstack.h"
 #include "outbound/set.h"
 #include "script/script.h"
@@ -33,6 +34,8 @@ struct snapshot {
     struct dns_resolver_stats resolver;
     struct outbound_set_stats set;
     struct tls_stats tls;
+    struct mitm_stats mitm;
+    struct tls_mint_stats mint;
     struct tun_stats tun; /* these three only while the TUN runs */
     struct netstack_stats net;
     struct flow_udp_stats udp;
@@ -66,6 +69,10 @@ snapshot(const struct engine *e, struct snapshot *s)
         outbound_set_stats(e->out.set, &s->set);
     if (e->out.tls != NULL)
         tls_ctx_stats(e->out.tls, &s->tls);
+    if (e->mitm != NULL)
+        mitm_stats(e->mitm, &s->mitm);
+    if (e->mitm_cur.mint != NULL)
+        tls_mint_stats(e->mitm_cur.mint, &s->mint);
     if (e->tun != NULL) {
         tun_stats(e->tun, &s->tun);
         netstack_stats(&s->net);
@@ -102,6 +109,15 @@ engine_stats_log(struct engine *e)
     snprintf(line + n, sizeof(line) - n, " rule_version=%u proxy_auth_failures=%llu",
              e->rule_version, (unsigned long long)outbound_auth_failures());
     LOG_INFO("stats%s", line);
+    if (e->mitm != NULL) {
+        const struct log_counter_group mitm[] = {
+            {"", mitm_counters, &s.mitm},
+            {"mitm_", tls_mint_counters, &s.mint},
+        };
+        line[0] = '\0';
+        log_counters_format(line, sizeof(line), mitm, sizeof(mitm) / sizeof(mitm[0]));
+        LOG_INFO("stats mitm%s", line);
+    }
     if (e->tun == NULL)
         return;
     const struct log_counter_group tun[] = {

@@ -63,6 +63,15 @@ mitm_hosts_count(const struct mitm_hosts *h)
     return h->n;
 }
 
+int
+mitm_hosts_port_used(const struct mitm_hosts *h, uint16_t port)
+{
+    for (size_t i = 0; h != NULL && i < h->n; i++)
+        if (!h->v[i].excl && (h->v[i].any_port || h->v[i].port == port))
+            return 1;
+    return 0;
+}
+
 /* An address literal of |len| bytes at |s| (no brackets): its family, 0 if
  * none. */
 static int

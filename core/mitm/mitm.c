@@ -123,6 +123,12 @@ mitm_blocks_quic(struct mitm *m, const struct flow *f)
     return 1;
 }
 
+int
+mitm_port_used(const struct mitm *m, uint16_t port)
+{
+    return mitm_hosts_port_used(m->o.hosts, port);
+}
+
 void
 mitm_stats(const struct mitm *m, struct mitm_stats *out)
 {

@@ -105,6 +105,9 @@ int mitm_hosts_add(struct mitm_hosts *h, const char *pattern, size_t len, char *
  * matches includes it), 0 otherwise. Names compare case-insensitively. */
 int mitm_hosts_match(const struct mitm_hosts *h, const char *host, size_t len, uint16_t port);
 size_t mitm_hosts_count(const struct mitm_hosts *h);
+/* 1 when some pattern that includes hosts is for |port| (or any port):
+ * a flow to that port needs its name before the list can decide. */
+int mitm_hosts_port_used(const struct mitm_hosts *h, uint16_t port);
 
 /* ---- the engine's handle ------------------------------------------------- */
 
@@ -160,6 +163,8 @@ const struct flow_intercept *mitm_intercept(struct mitm *m);
 /* 1 when the UDP flow |f| is QUIC (UDP/443) to a MITM host and must be
  * refused so the client falls back to TCP (counted). */
 int mitm_blocks_quic(struct mitm *m, const struct flow *f);
+/* 1 when a flow to |port| could be intercepted by the host list. */
+int mitm_port_used(const struct mitm *m, uint16_t port);
 void mitm_stats(const struct mitm *m, struct mitm_stats *out);
 
 #endif

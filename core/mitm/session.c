@@ -143,7 +143,7 @@ client_tls(struct mitm_sess *s)
     struct io_stream *c = s->client;
     io_set_callbacks(c, NULL, NULL, NULL);
     s->client = NULL;
-    s->hs = tls_server_start(cfg, c, on_client_hs, s);
+    s->hs = tls_server_start_alpn(cfg, c, alpn_h1, 1, on_client_hs, s);
     tls_server_cfg_free(cfg); /* the handshake holds its own reference */
     if (s->hs == NULL)
         mitm_sess_end(s, "out of memory");

@@ -22,6 +22,8 @@ struct tls_server {
     br_ssl_server_context sc;
     struct tls_server_cfg *cfg;
     int resume_ok; /* this ClientHello may resume */
+    const char *const *alpn; /* what this connection offers: the cfg's, or the caller's */
+    size_t nalpn;
 };
 
 #define SERVER_OF(conn) ((struct tls_server *)(void *)(conn))
@@ -282,7 +284,7 @@ static void
 server_first_record(struct tls_conn *c, const unsigned char *rec, size_t len)
 {
     struct tls_server *s = SERVER_OF(c);
-    s->resume_ok = tls_hello_resume_ok(rec, len, s->cfg->alpn, s->cfg->nalpn, c->offered_id,
+    s->resume_ok = tls_hello_resume_ok(rec, len, s->alpn, s->nalpn, c->offered_id,
                                        &c->offered_len);
 }
 
@@ -369,6 +371,13 @@ struct tls_handshake *
 tls_server_start(const struct tls_server_cfg *cfg, struct io_stream *inner, tls_handshake_cb cb,
                  void *arg)
 {
+    return tls_server_start_alpn(cfg, inner, NULL, 0, cb, arg);
+}
+
+struct tls_handshake *
+tls_server_start_alpn(const struct tls_server_cfg *cfg, struct io_stream *inner,
+                      const char *const *alpn, size_t nalpn, tls_handshake_cb cb, void *arg)
+{
     struct tls_server *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         io_close(inner, 0);
@@ -378,6 +387,8 @@ tls_server_start(const struct tls_server_cfg *cfg, struct io_stream *inner, tls_
      * configuration itself stays as it was made. */
     s->cfg = (struct tls_server_cfg *)cfg;
     s->cfg->refs++;
+    s->alpn = alpn != NULL ? alpn : (const char *const *)s->cfg->alpn;
+    s->nalpn = alpn != NULL ? nalpn : s->cfg->nalpn;
     br_ssl_engine_context *eng = &s->sc.eng;
     br_ssl_server_init_full_ec(&s->sc, s->cfg->chain, s->cfg->nchain, BR_KEYTYPE_EC, &s->cfg->sk);
     br_ssl_engine_set_versions(eng, BR_TLS12, BR_TLS12);
@@ -385,7 +396,7 @@ tls_server_start(const struct tls_server_cfg *cfg, struct io_stream *inner, tls_
     br_ssl_engine_add_flags(eng, BR_OPT_NO_RENEGOTIATION | BR_OPT_ENFORCE_SERVER_PREFERENCES |
                                      BR_OPT_FAIL_ON_ALPN_MISMATCH);
     br_ssl_engine_set_buffer(eng, s->c.iobuf, sizeof(s->c.iobuf), 1);
-    br_ssl_engine_set_protocol_names(eng, s->cfg->alpn, s->cfg->nalpn);
+    br_ssl_engine_set_protocol_names(eng, (const char **)s->alpn, s->nalpn);
     br_ssl_server_set_cache(&s->sc, &s->cfg->cache.vtable);
     tls_conn_start(&s->c, &server_role, eng, inner, cb, arg);
     /* On failure the engine is closed and the first step reports its error. */

@@ -136,6 +136,12 @@ void tls_server_cfg_stats(const struct tls_server_cfg *cfg, struct tls_server_st
  * closed). */
 struct tls_handshake *tls_server_start(const struct tls_server_cfg *cfg, struct io_stream *inner,
                                        tls_handshake_cb cb, void *arg);
+/* The same offering |alpn| (|nalpn| names in our preference, static or
+ * outliving the handshake) instead of h2 then http/1.1: the MITM offers
+ * what it will speak to this client. The resumption check uses it too. */
+struct tls_handshake *tls_server_start_alpn(const struct tls_server_cfg *cfg,
+                                            struct io_stream *inner, const char *const *alpn,
+                                            size_t nalpn, tls_handshake_cb cb, void *arg);
 
 /* Takes another reference on |cfg| (dropped with tls_server_cfg_free). */
 struct tls_server_cfg *tls_server_cfg_ref(struct tls_server_cfg *cfg);

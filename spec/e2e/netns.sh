@@ -427,6 +427,7 @@ stats_parse() {
     local pfx=${1:-S} line kv k v
     STATS_KEYS=()
     for line in "$(grep -E ' stats flows_active=' "$CHUTE_LOG" | tail -n 1)" \
+        "$(grep -E ' stats mitm ' "$CHUTE_LOG" | tail -n 1)" \
         "$(grep -E ' stats tun ' "$CHUTE_LOG" | tail -n 1)"; do
         for kv in $(grep -o -E '[a-z_0-9]+=[^ ]+' <<<"$line"); do
             k=${kv%%=*}

@@ -35,12 +35,12 @@ LUA
 say "the leaf is chute's, minted for the host"
 out=$(mcurl -v -o "$NETNS_TMP/small.got" https://test.example/small 2>&1) || fail "GET /small: $out"
 assert_eq "$SHA_SMALL" "$(sha_file "$NETNS_TMP/small.got")" "the body is the origin's"
-assert_match "$out" "issuer: .*chute" "the certificate curl saw is chute's ($out)"
-assert_match "$out" "x-resp: seen" "the response hook added a header"
+assert_match "issuer: .*chute CA" "$out" "the certificate curl saw is chute's"
+assert_match "x-resp: seen" "$out" "the response hook added a header"
 
 say "request hooks"
-assert_match "$(mcurl https://test.example/echo)" "x_chute=hooked" "on_request set x-chute"
-assert_match "$(mcurl https://test.example/rewrite)" "uri=/echo\\?from=hook" "path and query rewritten"
+assert_match "x_chute=hooked" "$(mcurl https://test.example/echo)" "on_request set x-chute"
+assert_match "uri=/echo\\?from=hook" "$(mcurl https://test.example/rewrite)" "path and query rewritten"
 assert_eq "local answer" "$(mcurl https://test.example/local)" "chute.respond answers locally"
 grep -q ' /local ' "$NETNS_TMP/tls-access.log" && fail "the origin saw /local"
 assert_eq "302 https://test.example/small" \
@@ -66,14 +66,15 @@ assert_eq 60 "$rc" "other.example does not verify against chute's CA (passed thr
 
 say "an origin chute cannot verify: 502 naming why"
 body=$(mcurl -w '\n%{http_code}' https://test.example:8443/small)
-assert_match "$body" "502$" "untrusted origin answered 502"
-assert_match "$body" "not trusted" "the page says why ($body)"
+assert_match "502$" "$body" "untrusted origin answered 502"
+assert_match "not trusted" "$body" "the page says why ($body)"
 wait_log "mitm: test\\.example:8443: tls: certificate not trusted" 5 || fail "no log line for the untrusted origin"
 
 say "uploads and a large download through the hooks"
 head -c $((64 << 20)) /dev/urandom >"$NETNS_TMP/up.bin"
-assert_eq "len=$((64 << 20))" "$(mcurl --data-binary @"$NETNS_TMP/up.bin" https://test.example/upload)" \
-    "64 MiB POST arrives whole"
+mcurl -T "$NETNS_TMP/up.bin" -o /dev/null https://test.example/up/up.bin || fail "PUT 64 MiB"
+assert_eq "$(sha_file "$NETNS_TMP/up.bin")" "$(sha_file "$NETNS_TMP/up/up.bin")" \
+    "a 64 MiB upload arrives whole at the origin"
 big_file 256
 assert_eq "$SHA_BIG" "$(mcurl https://test.example/big.bin | sha256_stream)" \
     "256 MiB download through the MITM, sha256-equal"
@@ -81,7 +82,7 @@ assert_eq "$SHA_BIG" "$(mcurl https://test.example/big.bin | sha256_stream)" \
 stats_read
 say "stats: mitm_flows=$S_mitm_flows mitm_requests=$S_mitm_requests verify_failed=$S_mitm_upstream_verify_failed"
 assert_ge 8 "$S_mitm_flows" "mitm_flows counts the intercepted flows"
-assert_ge 110 "$S_mitm_requests" "mitm_requests"
+assert_ge 109 "$S_mitm_requests" "mitm_requests: every request read"
 assert_ge 1 "$S_mitm_upstream_verify_failed" "the untrusted origin is counted"
 assert_ge 1 "$S_mitm_answered" "local answers counted"
 chute_alive

@@ -20,16 +20,16 @@ sclient() {
 say "resumption with an ALPN list that shares nothing with ours"
 printf 'GET /small HTTP/1.1\r\nHost: test.example\r\nConnection: close\r\n\r\n' |
     sclient -alpn http/1.1 -sess_out "$NETNS_TMP/sess.pem" -ign_eof >"$NETNS_TMP/s1.out" 2>&1 || true
-assert_match "$(cat "$NETNS_TMP/s1.out")" "hello from the tun e2e server" "first handshake, a request served"
+assert_match "hello from the tun e2e server" "$(cat "$NETNS_TMP/s1.out")" "first handshake, a request served"
 for i in 1 2 3; do
     sclient -alpn foo -sess_in "$NETNS_TMP/sess.pem" </dev/null >"$NETNS_TMP/s2.out" 2>&1 || true
 done
 chute_alive
-assert_match "$(mcurl https://test.example/small)" "hello" "chute still serves after the resumption attempts"
+assert_match "hello" "$(mcurl https://test.example/small)" "chute still serves after the resumption attempts"
 
 say "a TLS 1.3-only client: a clean alert, and a log line naming the host"
 sclient -tls1_3 </dev/null >"$NETNS_TMP/s3.out" 2>&1 || true
-assert_match "$(cat "$NETNS_TMP/s3.out")" "alert|handshake failure" "the client got an alert"
+assert_match "alert|handshake failure" "$(cat "$NETNS_TMP/s3.out")" "the client got an alert"
 wait_log "test\\.example: the client offers only TLS 1.3" 5 || fail "no log line for the TLS 1.3-only client"
 
 say "a ClientHello over 16 KiB, and garbage"
@@ -56,7 +56,7 @@ except Exception:
 printf '\x16\x03\x01\x40\x00garbage' | ip netns exec "$NS_CLI" timeout 3 \
     "$PY" -c 'import socket,sys; s=socket.create_connection((sys.argv[1],443)); s.sendall(sys.stdin.buffer.read()); s.close()' "$SRV4" || true
 chute_alive
-assert_match "$(mcurl https://test.example/small)" "hello" "chute serves after hostile hellos"
+assert_match "hello" "$(mcurl https://test.example/small)" "chute serves after hostile hellos"
 
 say "a pinned client refuses the leaf: explained, then bypassed"
 rc=0

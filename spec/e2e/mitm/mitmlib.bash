@@ -13,12 +13,13 @@
 # that chute trusts through SSL_CERT_FILE (and the client does not):
 #   https://test.example/ and https://other.example/ on :443, same files
 #   as netns.sh's nginx; /echo answers what arrived (method, URI, x-chute
-#   header, Host); /ws upgrades nothing (see the WebSocket test's server).
+#   header, Host); PUT /up/NAME stores the body in $NETNS_TMP/up/NAME.
 #   https://test.example:8443/ with a self-signed certificate: untrusted.
 # chute's own CA is made in $CHUTE_STATE_DIR on first use.
 
 # shellcheck source=../netns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../netns.sh"
+TEST_NAME=mitm/$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 
 # A test CA and a leaf for the names the origins serve.
 origin_certs() {
@@ -74,10 +75,10 @@ http {
             default_type text/plain;
             return 200 "method=\$request_method uri=\$request_uri x_chute=\$http_x_chute host=\$host\n";
         }
-        location = /upload {
-            default_type text/plain;
-            client_body_buffer_size 2g;
-            if (\$request_method = POST) { return 200 "len=\$content_length\n"; }
+        location /up/ {
+            root $NETNS_TMP;
+            dav_methods PUT;
+            create_full_put_path on;
         }
     }
     server {
@@ -91,7 +92,8 @@ http {
 NGX
     bg_in "$NS_SRV" "$NETNS_TMP/nginx-tls-error.log" nginx -p "$NETNS_TMP/nginx-tls" \
         -c "$NETNS_TMP/nginx-tls.conf" -e "$NETNS_TMP/nginx-tls-error.log"
-    wait_tcp "$NS_SRV" "$SRV4" 443 10 || fail "nginx (TLS) did not start"
+    wait_tcp "$NS_SRV" "$SRV4" 443 10 ||
+        fail "nginx (TLS) did not start: $(tail -5 "$NETNS_TMP/nginx-tls-error.log")"
 }
 
 # mitm_bundle [LUA_CONFIG] < code: the TUN bundle with a MITM section.
