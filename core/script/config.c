@@ -250,14 +250,16 @@ read_mitm(struct script *s, int st, int t, char *err, size_t errlen)
     int rc = 0;
     if (lua_getfield(L, k, "ca") == LUA_TSTRING) {
         m->ca = bundle_file(s, lua_tostring(L, -1));
-        if (lua_getfield(L, k, "ca_key") == LUA_TSTRING)
+        int given = lua_getfield(L, k, "ca_key") == LUA_TSTRING;
+        if (given)
             m->ca_key = bundle_file(s, lua_tostring(L, -1));
         else
             m->ca_key = m->ca ? key_beside(m->ca) : NULL;
         lua_pop(L, 1);
         rc = check_readable(s, st, "ca", m->ca, err, errlen);
         if (rc == 0)
-            rc = check_readable(s, st, "ca_key", m->ca_key, err, errlen);
+            rc = check_readable(s, st, given ? "ca_key" : "ca_key (by default the .key beside mitm.ca)",
+                                m->ca_key, err, errlen);
     } else if (lua_getfield(L, k, "ca_key") == LUA_TSTRING) {
         lua_getfield(L, st, "config_where");
         snprintf(err, errlen, "%schute.config: mitm.ca_key needs mitm.ca (the certificate)",

@@ -49,7 +49,18 @@ local chute = {}
 ---@field cache? integer          cached answers (default 4096, 0 off)
 ---@field hijack? boolean         answer every query to port 53 that enters the TUN (default true)
 
+---@class chute.config.mitm
+---@field hosts? string|string[]  hosts whose HTTPS is decrypted, Surge syntax: "*.example.com", "api.example.net:8443" (port 443 unless given), "-pinned.example.com" excludes; '*' and '?' wildcards, first match wins
+---@field ca? string              a CA certificate (PEM) to mint leaves from, relative to the bundle (default: chute's own, `chute ca init`)
+---@field ca_key? string          its private key (default: the .key file beside `ca`)
+---@field skip_verify_hosts? string|string[]  origins whose certificate is not checked (warned at load)
+---@field auto_bypass? boolean    pass a host through uninspected for a while after a client refused the minted leaf (default false)
+---@field bypass_seconds? number  how long (default 300)
+---@field block_quic? boolean     refuse UDP/443 to MITM hosts on the TUN so browsers fall back to TCP (default true)
+---@field max_body? integer       bytes of a body a hook may see; the default for hooks' max_body (default 131072)
+
 ---@class chute.config
+---@field mitm? chute.config.mitm  decrypt HTTPS for chosen hosts (Lua hooks: chute.on_request, chute.on_response)
 ---@field dns? chute.config.dns  the built-in DNS server and the resolver's upstreams
 ---@field log_level? "error"|"warn"|"info"|"debug"  default "info"; `chute run --log-level` wins
 ---@field fallback? chute.policy  policy when route() fails, overruns or names no known policy (default "DIRECT")
@@ -83,8 +94,104 @@ function chute.config(t) end
 --- nil gives the fallback. Runs under the instruction budget; an error or an
 --- overrun is logged with file:line and the flow gets the fallback.
 --- The flow is valid only during the call: copy fields you want to keep.
----@type fun(flow: chute.flow): chute.policy?
+--- A second result sets options for the flow: { mitm = false } never
+--- decrypts it, { mitm = true } always does (else the mitm.hosts list
+--- decides); such decisions skip the decision cache. An unknown option is
+--- an error (logged with file:line; the fallback policy).
+---@type fun(flow: chute.flow): chute.policy?, chute.route_options?
 chute.route = nil
+
+---@class chute.route_options
+---@field mitm? boolean  override the mitm.hosts list for this flow
+
+---@class chute.headers
+--- Header fields of a decrypted request or response: names are
+--- case-insensitive, order and repeats are kept. h[name] is the first value
+--- (or nil); h[name] = "v" replaces every field of that name, = { "a", "b" }
+--- replaces them with two, = nil deletes them. pairs(h) walks name, value in
+--- order; #h is the field count. Content-Length and Transfer-Encoding cannot
+--- be edited, Host cannot be removed, values with control bytes are refused.
+---@field [string] string?
+local headers = {}
+
+--- Every value of `name`, in order.
+---@param name string
+---@return string[]
+function headers:all(name) end
+
+--- for name, value in h:each() do ... end (as pairs(h)).
+---@return fun(): string, string
+function headers:each() end
+
+--- The first value of `name` (for names such as "all" that are methods).
+---@param name string
+---@return string?
+function headers:get(name) end
+
+--- Appends a field.
+---@param name string
+---@param value string
+function headers:add(name, value) end
+
+---@class chute.request
+---@field method string        settable
+---@field scheme string        "https"
+---@field host string          the origin the flow names (read-only; req.headers.host is the Host field)
+---@field port integer
+---@field path string          without the query; settable (must start with '/')
+---@field query string?        after '?'; settable, nil removes it
+---@field url string           "https://host[:port]/path?query" as it arrived (what patterns match)
+---@field headers chute.headers
+---@field body string?         with { body = true } and within max_body; settable then
+
+---@class chute.response
+---@field status integer       read-only (the body's framing follows it)
+---@field reason string
+---@field headers chute.headers
+---@field body string?         with { body = true } and within max_body; settable then
+
+---@class chute.hook_options
+---@field body? boolean        see the body (buffered up to max_body; a larger one skips this hook and streams)
+---@field max_body? integer    bytes, 1..16777216 (default mitm.max_body, 128 KiB)
+---@field method? string|string[]  only these methods ("GET", { "GET", "HEAD" })
+
+---@class chute.reply
+
+--- Registers a hook for decrypted requests whose URL matches `pattern` (a
+--- PCRE2 regex matched in C against "https://host[:port]/path?query"; other
+--- requests never enter Lua). Hooks run in registration order under the
+--- instruction budget and memory cap; return nothing to forward the request
+--- (edited or not), or chute.respond/redirect/reject to answer it. A hook
+--- that fails is logged with file:line and its edits are dropped.
+---@param pattern string
+---@param fn fun(req: chute.request): chute.reply?
+---@param opts? chute.hook_options
+function chute.on_request(pattern, fn, opts) end
+
+--- Registers a hook for the responses to requests whose URL matches.
+---@param pattern string
+---@param fn fun(resp: chute.response, req: chute.request)
+---@param opts? chute.hook_options
+function chute.on_response(pattern, fn, opts) end
+
+--- A local answer for on_request to return. `headers` maps names to a
+--- string or a list of strings (Content-Length, Transfer-Encoding and
+--- Connection are chute's to write).
+---@param status integer  100..599
+---@param headers? table<string, string|string[]>
+---@param body? string
+---@return chute.reply
+function chute.respond(status, headers, body) end
+
+--- A redirect for on_request to return.
+---@param url string
+---@param status? 301|302|303|307|308  default 302
+---@return chute.reply
+function chute.redirect(url, status) end
+
+--- For on_request to return: close the client's connection, no answer.
+---@return chute.reply
+function chute.reject() end
 
 ---@class chute.dns_query
 ---@field name string   lower case, no final dot
