@@ -68,6 +68,26 @@ end
 
 local function nonempty(v) if v == "" then return "expected a path" end end
 
+-- listen.reverse: { "127.0.0.1:8443 -> https://origin.example[:443]", ... }
+local function reverse_list(t)
+  for i, v in ipairs(t) do
+    if type(v) ~= "string" then return string.format("[%d]: expected a string", i) end
+    local addr, host, port = v:match("^%s*(%S+)%s*%->%s*https://([^/:%s%]]+)(:?%d*)/?%s*$")
+    if not addr then
+      addr, host, port = v:match("^%s*(%S+)%s*%->%s*https://%[([%x:]+)%](:?%d*)/?%s*$")
+    end
+    if not addr then
+      return string.format("[%d]: %q is not \"LISTEN_ADDRESS -> https://HOST[:PORT]\"", i, v)
+    end
+    local e = core.check_address(addr)
+    if e then return string.format("[%d]: %s", i, e) end
+    local p = port ~= "" and tonumber(port:sub(2)) or 443
+    if not p or p < 1 or p > 65535 then
+      return string.format("[%d]: port %s is not 1..65535", i, port:sub(2))
+    end
+  end
+end
+
 -- Schema: key -> type, or a nested schema table; `check` refines a value.
 local listener = {
   address = { type = "string", check = core.check_address },
@@ -90,7 +110,8 @@ local schema = {
     end
   end },
   fallback = { type = "string" }, -- a policy name; checked once proxies are all declared
-  listen = { fields = { socks = { fields = listener }, http = { fields = listener } } },
+  listen = { fields = { socks = { fields = listener }, http = { fields = listener },
+                        reverse = { type = "table", check = reverse_list } } },
   timeouts = { fields = {
     connect = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
     idle = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
@@ -215,7 +236,11 @@ end
 local function expand_shorthands(cfg)
   if type(cfg.listen) == "table" then
     for k, v in pairs(cfg.listen) do
-      if type(v) == "string" then cfg.listen[k] = { address = v } end
+      if k == "reverse" then
+        if type(v) == "string" then cfg.listen.reverse = { v } end
+      elseif type(v) == "string" then
+        cfg.listen[k] = { address = v }
+      end
     end
   end
   if type(cfg.mitm) == "table" then
@@ -243,7 +268,9 @@ function M.config(t)
   local e = validate("", schema, t)
   if not e and type(t.listen) == "table" then
     for name, l in pairs(t.listen) do
-      if l.address == nil then e = string.format("listen.%s: needs an address", name) end
+      if name ~= "reverse" and l.address == nil then
+        e = string.format("listen.%s: needs an address", name)
+      end
     end
   end
   if e then where_error("chute.config: " .. e, 2) end

@@ -279,13 +279,51 @@ chute_engine_load_string(chute_engine *ce, const char *main_lua, char *err, size
 }
 
 static void
+close_listeners(struct engine *e)
+{
+    inbound_close(e->socks);
+    inbound_close(e->http);
+    e->socks = e->http = NULL;
+    for (size_t i = 0; i < e->nreverse; i++)
+        inbound_close(e->reverse[i]);
+    free(e->reverse);
+    e->reverse = NULL;
+    e->nreverse = 0;
+}
+
+/* listen.reverse: one listener per origin (fixed at start, as the others). */
+static int
+open_reverse(struct engine *e, const struct script_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->nreverse == 0)
+        return 0;
+    if ((e->reverse = calloc(cfg->nreverse, sizeof(*e->reverse))) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < cfg->nreverse; i++) {
+        const struct script_reverse *r = &cfg->reverse[i];
+        struct flow_addr target;
+        if (flow_addr_from_host(&target, r->host, strlen(r->host), r->port) != 0) {
+            snprintf(err, errlen, "listen.reverse: bad origin \"%s\"", r->host);
+            return -1;
+        }
+        struct inbound_opts o = {.addr = r->addr, .addrlen = r->addrlen, .text = r->text,
+                                 .target = &target};
+        if ((e->reverse[i] = inbound_listen(&e->fenv, FLOW_IN_REVERSE, &o, err, errlen)) == NULL)
+            return -1;
+        e->nreverse++;
+        LOG_INFO("reverse %s -> https://%s:%u", r->text, r->host, r->port);
+    }
+    return 0;
+}
+
+static void
 on_stop(struct ev_loop *loop, ev_async *w, int revents)
 {
     struct engine *e = CONTAINER(w, struct engine, _stop);
     LOG_INFO("stopping: closing %s", "listeners and connections");
-    inbound_close(e->socks);
-    inbound_close(e->http);
-    e->socks = e->http = NULL;
+    close_listeners(e);
     engine_tun_stop(e);
     ev_break(loop, EVBREAK_ALL);
 }
@@ -338,7 +376,8 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         return CHUTE_ERR_INVALID;
     }
     const struct script_config *cfg = script_config(e->script);
-    if (!cfg->socks.enabled && !cfg->http.enabled && !cfg->tun.enabled && !cfg->dns.has_listen) {
+    if (!cfg->socks.enabled && !cfg->http.enabled && !cfg->tun.enabled && !cfg->dns.has_listen &&
+        cfg->nreverse == 0) {
         snprintf(err, errlen, "the bundle takes no traffic: give chute.config a listen = {...}, "
                               "a tun = {...} or a dns = { listen = ... }");
         return CHUTE_ERR_INVALID;
@@ -356,10 +395,8 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         e->socks = NULL;
         return CHUTE_ERR_SYSTEM;
     }
-    if (engine_tun_start(e, err, errlen) != 0) {
-        inbound_close(e->socks);
-        inbound_close(e->http);
-        e->socks = e->http = NULL;
+    if (open_reverse(e, cfg, err, errlen) != 0 || engine_tun_start(e, err, errlen) != 0) {
+        close_listeners(e);
         return CHUTE_ERR_SYSTEM;
     }
     ev_async_init(&e->_stop, on_stop);
@@ -426,8 +463,7 @@ chute_engine_free(chute_engine *ce)
         return;
     struct engine *e = &ce->e;
     engine_tun_stop(e);
-    inbound_close(e->socks);
-    inbound_close(e->http);
+    close_listeners(e);
     if (e->out.set != NULL) {
         outbound_set_stop(e->out.set);
         outbound_set_unref(e->out.set);

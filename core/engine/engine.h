@@ -77,6 +77,8 @@ struct engine {
     struct outbound_env local;   /* like out, without interface or mark: chute's own listeners */
     struct outbound_env out;
     struct inbound_listener *socks, *http;
+    struct inbound_listener **reverse; /* listen.reverse, one per entry */
+    size_t nreverse;
     struct tun *tun;             /* NULL unless the bundle has tun = {...} */
     struct flow_udp_table *udp;
     struct flow_tcp_table *tcp;  /* the TUN's TCP flows */

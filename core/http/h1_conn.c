@@ -85,7 +85,7 @@ on_head(struct http_h1_conn *c, const struct http_request *parsed, size_t n)
     c->cin.fwd = n;
     http_buf_consume(&c->cin, n);
     c->req_done = c->req.body.done;
-    c->resp_parsed = c->resp_done = c->up_eof = c->resp_sent_any = 0;
+    c->resp_parsed = c->resp_done = c->up_eof = c->resp_sent_any = c->upgraded = 0;
     c->out = c->down = mem_slice(NULL, 0);
     c->out_off = c->down_off = 0;
     c->state = DECIDE;
@@ -223,6 +223,11 @@ resp_step(struct http_h1_conn *c)
                     ? http_h1_parse_response(c->uin.p, c->uin.len, &res)
                     : HTTP_ERR_INCOMPLETE;
 
+        if (n > 0 && res.status == 101 && c->req.upgrade) {
+            c->uin.fwd = (size_t)n; /* the head goes out, then the tunnel */
+            c->upgraded = 1;
+            return 1;
+        }
         if (n > 0 && res.status >= 100 && res.status < 200) {
             c->uin.fwd = (size_t)n; /* an interim response: the real one follows */
             return 1;
@@ -267,6 +272,27 @@ next_request(struct http_h1_conn *c)
     c->out_off = c->down_off = 0;
 }
 
+static void set_reading(struct io_stream *s, int want, int *reading);
+
+/* The 101 is out: both streams go to the owner, with what is buffered. */
+static int
+tunnel(struct http_h1_conn *c)
+{
+    struct io_stream *client = c->client, *up = c->up;
+    if (c->cbs.on_upgrade == NULL)
+        return finish(c, "upgrade refused");
+    stop(c);
+    set_reading(client, 0, &c->reading_client);
+    set_reading(up, 0, &c->reading_up);
+    io_set_callbacks(client, NULL, NULL, NULL);
+    io_set_callbacks(up, NULL, NULL, NULL);
+    c->client = c->up = NULL;
+    c->state = RELEASED;
+    c->cbs.on_upgrade(c->arg, c, client, up, mem_slice(c->cin.p, c->cin.len),
+                      mem_slice(c->uin.p, c->uin.len));
+    return -1; /* the owner freed |c| */
+}
+
 static int
 exchange_step(struct http_h1_conn *c)
 {
@@ -277,6 +303,8 @@ exchange_step(struct http_h1_conn *c)
     b = resp_step(c);
     if (b == -2)
         return finish(c, "client gone");
+    if (c->upgraded && b >= 0 && c->uin.fwd == 0 && c->down_off >= c->down.len)
+        return tunnel(c);
     if (b < 0)
         return c->resp_sent_any ? finish(c, "upstream broke the response")
                                 : fail(c, 502, "Bad Gateway");

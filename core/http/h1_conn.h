@@ -77,6 +77,15 @@ struct http_h1_conn_cbs {
      * body (http_h1_conn_set_response_body) before it goes out. */
     void (*on_response_body)(void *arg, struct http_h1_conn *c, struct http_fwd_resp *resp,
                              const char *body, size_t len);
+    /* An upgrade request got its 101 (a WebSocket), the head is out: the
+     * connection is a tunnel now and both streams are the owner's, with
+     * what each side sent past the heads (|to_up|: the client's bytes for
+     * the upstream; |to_client|: the upstream's), valid during the call.
+     * The owner frees the connection from inside this callback (nothing
+     * else of it runs). NULL: a 101 ends the exchange ("upgrade refused":
+     * the client connection closes). */
+    void (*on_upgrade)(void *arg, struct http_h1_conn *c, struct io_stream *client,
+                       struct io_stream *up, struct mem_slice to_up, struct mem_slice to_client);
     /* The connection ended; both streams are closed. Required. */
     void (*on_done)(void *arg, struct http_h1_conn *c, const char *reason);
 };

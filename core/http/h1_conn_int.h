@@ -48,6 +48,7 @@ struct http_h1_conn {
     struct mem_slice down;    /* an edited response head, to the client before uin */
     size_t down_off;
     int req_done, resp_parsed, resp_done, up_eof, resp_sent_any;
+    int upgraded; /* a 101 to an upgrade request: a tunnel once its head is out */
     int local_close;
     const char *local_reason;
     uint64_t *up_count, *down_count, spare_up, spare_down;

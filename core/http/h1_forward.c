@@ -155,6 +155,14 @@ build_fields(struct http_fwd_req *req, const struct http_fwd_opts *o)
     for (size_t i = 0; i < req->num_in; i++)
         if (keep_upstream(req->in, req->num_in, req->in[i].name))
             f->v[f->n++] = req->in[i];
+    const struct http_header *up = http_header_find(req->in, req->num_in, "upgrade");
+    if (o->upgrade && up != NULL && up->value.len > 0 &&
+        http_connection_has(req->in, req->num_in, "upgrade")) {
+        req->upgrade = 1;
+        f->v[f->n++] = *up;
+        f->v[f->n].name = MEM_SLICE_LIT("Connection");
+        f->v[f->n++].value = MEM_SLICE_LIT("Upgrade");
+    }
     if (http_header_find(req->in, req->num_in, "host") == NULL)
         return add_host(req, o->form == HTTP_FWD_PROXY ? 80 : o->default_port);
     return 0;

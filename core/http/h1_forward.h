@@ -17,6 +17,9 @@
  *    Host: the body is forwarded with the framing it came with, so the
  *    head must keep saying what that framing is (dropping them on a
  *    client's say-so would let the body smuggle a request past the hooks);
+ *  - except for an upgrade request (Connection lists "upgrade", Upgrade
+ *    is there) when the options allow it: Upgrade goes on and "Connection: Upgrade" is added, so a
+ *    WebSocket handshake reaches the origin;
  *  - the other fields go on in order, values trimmed; Host is kept as the
  *    client sent it, and added from the target when missing (no port when
  *    it is the scheme's default; brackets around an IPv6 literal);
@@ -52,6 +55,9 @@ struct http_fwd_opts {
      * and the port a Host without one means (443 for a MITM'd flow). */
     struct mem_slice default_host;
     uint16_t default_port;
+    /* Pass upgrade requests on (the driver's owner tunnels a 101); 0: the
+     * Upgrade field is dropped as hop-by-hop, as it always was. */
+    int upgrade;
 };
 
 /* An editable list of header fields in an arena. */
@@ -80,6 +86,9 @@ struct http_fwd_req {
     uint16_t port;
     struct mem_slice path; /* the upstream request line's target */
     int close;             /* the client ends the connection after this exchange */
+    /* "Connection: upgrade" with an Upgrade field (a WebSocket): both go
+     * upstream, and a 101 answer turns the connection into a tunnel. */
+    int upgrade;
     struct http_body body; /* the request body's framing (none for CONNECT) */
     /* What follows the upstream request line. Edit it through
      * http_fwd_field_*, or the method and path slices directly (with

@@ -283,10 +283,53 @@ on_done(void *arg, struct http_h1_conn *h, const char *reason)
     mitm_sess_end(s, reason);
 }
 
+static void
+on_tunnel_done(struct flow_relay *r, void *arg, const char *reason)
+{
+    struct mitm_sess *s = arg;
+    s->state = M_HANDSHAKE; /* the relay closed both streams */
+    mitm_sess_end(s, reason);
+}
+
+/* A WebSocket (or any upgrade) got its 101: the decrypted streams are
+ * relayed as they are, both ways, until either side ends. */
+static void
+on_upgrade(void *arg, struct http_h1_conn *h, struct io_stream *client, struct io_stream *up,
+           struct mem_slice to_up, struct mem_slice to_client)
+{
+    struct mitm_sess *s = arg;
+    const struct flow_env *e = s->m->env;
+    struct flow_relay_args a = {
+        .client = client,
+        .upstream = up,
+        .pre_up = to_up.ptr,
+        .pre_up_len = to_up.len,
+        .pre_down = to_client.ptr,
+        .pre_down_len = to_client.len,
+        .up_count = &s->f->bytes_up,
+        .down_count = &s->f->bytes_down,
+        .idle = e->opts->idle_timeout,
+        .cb = on_tunnel_done,
+        .arg = s,
+    };
+    int rc = flow_relay_start(&s->pass, e->loop, &a);
+    s->h = NULL;
+    http_h1_conn_free(h);
+    if (rc != 0) {
+        io_close(client, 1);
+        io_close(up, 1);
+        mitm_sess_end(s, "out of memory");
+        return;
+    }
+    LOG_DEBUG("mitm: %s:%u: upgraded (101): tunnel", s->host, s->port);
+    s->state = M_PASS;
+}
+
 const struct http_h1_conn_cbs mitm_exchange_cbs = {
     .on_request_head = on_request_head,
     .on_response_head = on_response_head,
     .on_request_body = on_request_body,
     .on_response_body = on_response_body,
+    .on_upgrade = on_upgrade,
     .on_done = on_done,
 };

@@ -113,7 +113,7 @@ on_client_hs(void *arg, struct io_stream *tls, int err, const char *why)
     double idle = m->o.idle_timeout > 0 ? m->o.idle_timeout : m->env->opts->idle_timeout;
     struct http_h1_conn_opts ho = {
         .fwd = {.form = HTTP_FWD_ORIGIN, .default_host = mem_slice(s->host, strlen(s->host)),
-                .default_port = s->port},
+                .default_port = s->port, .upgrade = 1},
         .idle_timeout = idle,
     };
     s->h = http_h1_conn_new(tls, &ho, &mitm_exchange_cbs, s);

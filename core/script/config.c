@@ -157,6 +157,56 @@ read_listener(lua_State *L, int listen, const char *k, struct script_listener *o
     return 0;
 }
 
+/* listen.reverse, checked by chute.lua: "ADDR -> https://HOST[:PORT]". */
+static int
+read_reverse(lua_State *L, int listen, struct script_config *c, char *err, size_t errlen)
+{
+    if (lua_getfield(L, listen, "reverse") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    size_t n = lua_rawlen(L, -1);
+    c->reverse = calloc(n ? n : 1, sizeof(*c->reverse));
+    if (c->reverse == NULL) {
+        snprintf(err, errlen, "chute.config: out of memory");
+        lua_pop(L, 1);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i + 1);
+        const char *v = lua_tostring(L, -1);
+        struct script_reverse *r = &c->reverse[c->nreverse];
+        const char *arrow = strstr(v, "->"), *url = arrow ? strstr(arrow, "https://") : NULL;
+        size_t al = arrow ? (size_t)(arrow - v) : 0;
+        while (al > 0 && (v[al - 1] == ' ' || v[al - 1] == '\t'))
+            al--;
+        while (al > 0 && (*v == ' ' || *v == '\t'))
+            v++, al--;
+        if (url == NULL || al == 0 || al >= sizeof(r->text)) {
+            snprintf(err, errlen, "chute.config: listen.reverse[%zu]: bad entry", i + 1);
+            lua_pop(L, 2);
+            return -1;
+        }
+        memcpy(r->text, v, al);
+        r->text[al] = '\0';
+        script_check_address(r->text, &r->addr, &r->addrlen);
+        const char *h = url + 8, *end = h + strcspn(h, "/ \t");
+        const char *colon = h[0] == '[' ? strchr(h, ']') : memchr(h, ':', (size_t)(end - h));
+        if (h[0] == '[' && colon != NULL) {
+            snprintf(r->host, sizeof(r->host), "%.*s", (int)(colon - h - 1), h + 1);
+            colon = colon[1] == ':' ? colon + 1 : NULL;
+        } else {
+            size_t hl = colon ? (size_t)(colon - h) : (size_t)(end - h);
+            snprintf(r->host, sizeof(r->host), "%.*s", (int)hl, h);
+        }
+        r->port = colon != NULL ? (uint16_t)strtol(colon + 1, NULL, 10) : 443;
+        c->nreverse++;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return 0;
+}
+
 /* The list of strings at the top of the stack (checked by chute.lua), as
  * malloc'd copies; pops it. */
 static char **
@@ -371,6 +421,8 @@ script_config_read(struct script *s, char *err, size_t errlen)
         rc = read_listener(L, l, "socks", &c->socks, err, errlen);
         if (rc == 0)
             rc = read_listener(L, l, "http", &c->http, err, errlen);
+        if (rc == 0)
+            rc = read_reverse(L, l, c, err, errlen);
     }
     lua_settop(L, st - 1);
     return rc;
@@ -395,4 +447,7 @@ script_config_free(struct script_config *cfg)
     cfg->tun.exclude = NULL;
     free_listener(&cfg->socks);
     free_listener(&cfg->http);
+    free(cfg->reverse);
+    cfg->reverse = NULL;
+    cfg->nreverse = 0;
 }

@@ -25,6 +25,16 @@ struct script_listener {
     char **users;       /* num_users pairs: users[2i] name, users[2i+1] password */
 };
 
+/* listen.reverse: a listener whose connections go to one HTTPS origin,
+ * intercepted (inbound/reverse.c). */
+struct script_reverse {
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char text[80];          /* the listen address as written */
+    char host[256];         /* the origin */
+    uint16_t port;
+};
+
 #define SCRIPT_TUN_MAX_ADDRS 4
 
 /* tun = { ... }: capture a machine's traffic on a TUN device. */
@@ -84,6 +94,8 @@ struct script_config {
     int log_level;          /* enum log_level, or -1 when the bundle says nothing */
     int fallback;           /* policy for flows whose route() fails */
     struct script_listener socks, http;
+    struct script_reverse *reverse;
+    size_t nreverse;
     double connect_timeout; /* seconds */
     double idle_timeout;    /* seconds */
     double udp_timeout;     /* seconds a UDP mapping lives without traffic */

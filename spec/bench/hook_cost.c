@@ -56,7 +56,7 @@ run(struct script *s, size_t n)
     struct mitm_request m;
     struct mitm_reply reply;
     struct mem_slice out;
-    struct http_fwd_opts o = {HTTP_FWD_ORIGIN, MEM_SLICE_LIT("api.example.com"), 443};
+    struct http_fwd_opts o = {.form = HTTP_FWD_ORIGIN, .default_host = MEM_SLICE_LIT("api.example.com"), .default_port = 443};
     size_t bytes = 0;
 
     mem_arena_init(&a);

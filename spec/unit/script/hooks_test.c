@@ -61,7 +61,7 @@ msg_init(struct msg *x, const char *head, const char *body)
     mem_arena_init(&x->a);
     int n = http_h1_parse_request(head, strlen(head), &x->parsed);
     assert_true(n > 0);
-    struct http_fwd_opts o = {HTTP_FWD_ORIGIN, MEM_SLICE_LIT("example.com"), 443};
+    struct http_fwd_opts o = {.form = HTTP_FWD_ORIGIN, .default_host = MEM_SLICE_LIT("example.com"), .default_port = 443};
     assert_int_equal(http_fwd_request_init(&x->req, &x->a, &o, head, (size_t)n, &x->parsed), 0);
     assert_int_equal(x->req.refused, 0);
     snprintf(x->url, sizeof(x->url), "https://example.com%.*s", (int)x->req.path.len,
