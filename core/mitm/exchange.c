@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "io/io.h"
 #include "log/log.h"
@@ -81,7 +82,12 @@ on_reopen(void *arg, const struct flow_upstream *u)
         answer_failed(s, s->h, u->why ? u->why : "connect failed");
         return;
     }
-    s->hs = mitm_sess_upstream_tls(s, u->stream, on_reopen_tls);
+    if (s->up_plain) { /* a rewrite to http:// */
+        s->state = M_HTTP;
+        forward(s, s->h, u->stream);
+        return;
+    }
+    s->hs = mitm_sess_upstream_tls(s, u->stream, s->up_host, s->up_port, on_reopen_tls);
     if (s->hs == NULL) {
         s->state = M_HTTP;
         answer_failed(s, s->h, "out of memory");
@@ -113,19 +119,50 @@ answer(struct mitm_sess *s, struct http_h1_conn *h, const struct mitm_reply *rep
 static void
 send_request(struct mitm_sess *s, struct http_h1_conn *h)
 {
-    if (s->up != NULL) {
+    /* Where it goes: the flow's origin, unless a rewrite named another. */
+    const struct http_fwd_req *req = s->mreq.req;
+    const char *host = s->host;
+    char buf[FLOW_NAME_MAX + 1];
+    uint16_t port = s->port;
+    int plain = s->mreq.scheme != NULL && strcmp(s->mreq.scheme, "http") == 0;
+    if (req->host.len > 0 && req->host.len < sizeof(buf) &&
+        (req->port != s->req_port || !mem_slice_eq(req->host, s->req_host))) {
+        memcpy(buf, req->host.ptr, req->host.len);
+        buf[req->host.len] = '\0';
+        host = buf;
+        port = req->port;
+    }
+    int same = strcasecmp(host, s->up_host) == 0 && port == s->up_port && plain == s->up_plain;
+    if (s->up != NULL && same) {
         struct io_stream *up = s->up;
         s->up = NULL;
         forward(s, h, up);
         return;
     }
-    if (http_h1_conn_has_upstream(h)) {
+    if (http_h1_conn_has_upstream(h) && same) {
         forward(s, h, NULL);
         return;
     }
-    /* The origin closed the last one: a new connection, as the first. */
+    if (s->up != NULL) { /* the handshake's connection is for another origin */
+        io_close(s->up, 0);
+        s->up = NULL;
+    }
+    if (http_h1_conn_has_upstream(h))
+        http_h1_conn_drop_upstream(h);
+    /* A new connection, as the first, through the flow's policy. */
+    snprintf(s->up_host, sizeof(s->up_host), "%s", host);
+    s->up_port = port;
+    s->up_plain = plain;
+    s->alt = *s->f;
+    if (flow_addr_from_host(&s->alt.dst, host, strlen(host), port) != 0) {
+        answer_failed(s, h, "the rewritten URL names no usable host");
+        return;
+    }
+    if (host != s->host)
+        LOG_DEBUG("mitm: %s:%u: a rewrite sends %s to %s://%s:%u", s->host, s->port,
+                  s->mreq.url.ptr, plain ? "http" : "https", host, port);
     s->state = M_REOPEN;
-    s->oc = flow_open(s->m->env, s->f, 0, on_reopen, s);
+    s->oc = flow_open(s->m->env, &s->alt, 0, on_reopen, s);
     if (s->oc == NULL) {
         s->state = M_HTTP;
         answer_failed(s, h, "out of memory");
@@ -182,6 +219,10 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
         return;
     }
     s->mreq.url = request_url(s, a, req);
+    s->req_host = req->host;
+    s->req_port = req->port;
+    if (s->requests == 1)
+        mitm_host_served(m, s->host);
     size_t max = 0;
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
@@ -272,13 +313,19 @@ on_done(void *arg, struct http_h1_conn *h, const char *reason)
     s->h = NULL;
     http_h1_conn_free(h);
     if (s->requests == 0 && s->fail == NULL && strcmp(reason, "idle") != 0) {
-        /* A handshake and no request: how pinned apps say no. */
-        m->st.client_refused++;
-        LOG_WARN("mitm: the client closed right after the handshake for %s without a request: "
-                 "a pinned app, or one that does not trust chute's CA%s",
-                 s->host, m->o.auto_bypass ? "" : " (auto_bypass = true passes it through)");
-        if (m->o.auto_bypass)
-            mitm_bypass_add(m, s->host);
+        /* A handshake and no request: how pinned apps say no, but also a
+         * browser's unused preconnect; only a run of them counts. */
+        LOG_DEBUG("mitm: %s: the client closed after the handshake without a request",
+                  s->host);
+        if (mitm_host_silent(m, s->host)) {
+            m->st.client_refused++;
+            LOG_WARN("mitm: %d clients in a row closed right after the handshake for %s "
+                     "without a request: a pinned app, or one that does not trust chute's CA%s",
+                     MITM_SILENT_REFUSALS, s->host,
+                     m->o.auto_bypass ? "" : " (auto_bypass = true passes it through)");
+            if (m->o.auto_bypass)
+                mitm_bypass_add(m, s->host);
+        }
     }
     mitm_sess_end(s, reason);
 }

@@ -27,28 +27,69 @@ mitm_flow_host(const struct flow *f, char *buf, size_t len)
     return buf;
 }
 
+static int
+live(const struct mitm_bypass *b, double now)
+{
+    return b->until > now || (b->silent > 0 && now - b->seen < 600);
+}
+
+static struct mitm_bypass *
+mark_find(struct mitm *m, const char *host, double now)
+{
+    for (size_t i = 0; i < MITM_BYPASS_MAX; i++)
+        if (live(&m->bypass[i], now) && strcasecmp(m->bypass[i].host, host) == 0)
+            return &m->bypass[i];
+    return NULL;
+}
+
 static struct mitm_bypass *
 bypass_find(struct mitm *m, const char *host, double now)
 {
-    for (size_t i = 0; i < MITM_BYPASS_MAX; i++)
-        if (m->bypass[i].until > now && strcasecmp(m->bypass[i].host, host) == 0)
-            return &m->bypass[i];
-    return NULL;
+    struct mitm_bypass *b = mark_find(m, host, now);
+    return b != NULL && b->until > now ? b : NULL;
+}
+
+/* |host|'s entry, made when missing (a free slot, else the oldest goes). */
+static struct mitm_bypass *
+mark_get(struct mitm *m, const char *host, double now)
+{
+    struct mitm_bypass *b = mark_find(m, host, now);
+    for (size_t i = 0; b == NULL && i < MITM_BYPASS_MAX; i++)
+        if (!live(&m->bypass[i], now)) {
+            b = &m->bypass[i];
+            memset(b, 0, sizeof(*b));
+        }
+    if (b == NULL) {
+        b = &m->bypass[m->bypass_next];
+        m->bypass_next = (m->bypass_next + 1) % MITM_BYPASS_MAX;
+        memset(b, 0, sizeof(*b));
+    }
+    snprintf(b->host, sizeof(b->host), "%s", host);
+    b->seen = now;
+    return b;
+}
+
+int
+mitm_host_silent(struct mitm *m, const char *host)
+{
+    struct mitm_bypass *b = mark_get(m, host, ev_now(m->env->loop));
+    return ++b->silent >= MITM_SILENT_REFUSALS;
+}
+
+void
+mitm_host_served(struct mitm *m, const char *host)
+{
+    struct mitm_bypass *b = mark_find(m, host, ev_now(m->env->loop));
+    if (b != NULL)
+        b->silent = 0;
 }
 
 void
 mitm_bypass_add(struct mitm *m, const char *host)
 {
     double now = ev_now(m->env->loop);
-    struct mitm_bypass *b = bypass_find(m, host, now);
-    for (size_t i = 0; b == NULL && i < MITM_BYPASS_MAX; i++)
-        if (m->bypass[i].until <= now)
-            b = &m->bypass[i];
-    if (b == NULL) { /* all taken: the oldest entry goes */
-        b = &m->bypass[m->bypass_next];
-        m->bypass_next = (m->bypass_next + 1) % MITM_BYPASS_MAX;
-    }
-    snprintf(b->host, sizeof(b->host), "%s", host);
+    struct mitm_bypass *b = mark_get(m, host, now);
+    b->silent = 0;
     b->until = now + (m->o.bypass_seconds > 0 ? m->o.bypass_seconds : 300);
     LOG_INFO("mitm: %s passes through uninspected for %.0f s (auto_bypass)", host,
              b->until - now);

@@ -15,11 +15,19 @@
 
 #define MITM_BYPASS_MAX 256
 
-/* A host passed through uninspected until |until| (auto_bypass). */
+/* What the MITM remembers of a host: passed through uninspected until
+ * |until| (auto_bypass), or |silent| clients in a row that closed right
+ * after the handshake without a request. */
 struct mitm_bypass {
     char host[FLOW_NAME_MAX + 1];
     double until;
+    unsigned silent;
+    double seen;
 };
+
+/* Silent closes in a row that count as a client refusing the leaf: one is
+ * what a browser's unused preconnect looks like too. */
+#define MITM_SILENT_REFUSALS 3
 
 struct mitm {
     const struct flow_env *env;
@@ -58,6 +66,14 @@ struct mitm_sess {
     char failbuf[160];
     struct flow_relay pass;
     struct mitm_request mreq;  /* the request in flight, as the hooks saw it */
+    /* Where the kept upstream goes: the flow's origin, or another a URL
+     * rewrite sent a request to (|alt| is the flow as opened for it). */
+    char up_host[FLOW_NAME_MAX + 1];
+    uint16_t up_port;
+    int up_plain;
+    struct flow alt;
+    struct mem_slice req_host; /* the request's authority before the hooks ran */
+    uint16_t req_port;
     int hooked_resp;           /* a hook wants its response */
     unsigned requests;
 };
@@ -65,6 +81,11 @@ struct mitm_sess {
 /* mitm.c */
 const char *mitm_flow_host(const struct flow *f, char *buf, size_t len);
 void mitm_bypass_add(struct mitm *m, const char *host);
+/* A client of |host| closed right after the handshake without a request:
+ * 1 when that makes MITM_SILENT_REFUSALS in a row (a refusal). */
+int mitm_host_silent(struct mitm *m, const char *host);
+/* A request of |host| was served: the silent count starts again. */
+void mitm_host_served(struct mitm *m, const char *host);
 
 /* session.c */
 void *mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
@@ -74,6 +95,7 @@ void mitm_sess_stop(void *state, int reset);
 void mitm_sess_end(struct mitm_sess *s, const char *reason);
 /* Starts a TLS client handshake to the origin over |inner|. */
 struct tls_handshake *mitm_sess_upstream_tls(struct mitm_sess *s, struct io_stream *inner,
+                                             const char *host, uint16_t port,
                                              void (*cb)(void *, struct io_stream *, int,
                                                         const char *));
 

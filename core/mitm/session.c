@@ -61,17 +61,17 @@ on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 struct tls_handshake *
-mitm_sess_upstream_tls(struct mitm_sess *s, struct io_stream *inner,
-                       void (*cb)(void *, struct io_stream *, int, const char *))
+mitm_sess_upstream_tls(struct mitm_sess *s, struct io_stream *inner, const char *host,
+                       uint16_t port, void (*cb)(void *, struct io_stream *, int, const char *))
 {
     const struct mitm_opts *o = &s->m->o;
     struct tls_client_opts to = {
-        .host = s->host,
-        .port = s->port,
+        .host = host,
+        .port = port,
         .alpn = alpn_h1,
         .nalpn = 1,
         .skip_verify = o->skip_verify != NULL &&
-                       mitm_hosts_match(o->skip_verify, s->host, strlen(s->host), s->port),
+                       mitm_hosts_match(o->skip_verify, host, strlen(host), port),
     };
     return tls_client_start(o->trust, inner, &to, cb, s);
 }
@@ -298,7 +298,9 @@ mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
         if (s->reply_off < s->reply_len)
             io_set_callbacks(client, NULL, send_reply, s);
     }
-    s->hs = mitm_sess_upstream_tls(s, a->upstream, on_up_hs);
+    snprintf(s->up_host, sizeof(s->up_host), "%s", s->host);
+    s->up_port = s->port;
+    s->hs = mitm_sess_upstream_tls(s, a->upstream, s->host, s->port, on_up_hs);
     if (s->hs == NULL) { /* out of memory, the upstream closed: the client hears why soon */
         snprintf(s->failbuf, sizeof(s->failbuf), "out of memory");
         s->fail = s->failbuf;

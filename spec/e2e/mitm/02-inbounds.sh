@@ -18,6 +18,7 @@ chute.module { name = "inline", text = [[
 [URL Rewrite]
 ^https://test\.example/old/(.*) https://test.example/$1 header
 ^https://test\.example/moved https://test.example/small 302
+^https://test\.example/elsewhere/(.*) https://sub.test.example/$1 header
 [Header Rewrite]
 http-request ^https://test\.example/echo header-add X-Chute module
 http-response ^https://test\.example/small header-add X-Module yes
@@ -62,6 +63,8 @@ assert_match "[Xx]-[Mm]odule: yes" "$out" "Header Rewrite on the response"
 assert_match "uri=/echo" "$(mcurl https://test.example/old/echo)" "URL Rewrite (header)"
 assert_eq "302 https://test.example/small" \
     "$(mcurl -o /dev/null -w '%{http_code} %{redirect_url}' https://test.example/moved)" "URL Rewrite 302"
+assert_match "host=sub.test.example" "$(mcurl https://test.example/elsewhere/echo)" \
+    "URL Rewrite to another origin: a connection of its own, the same policy"
 assert_eq "201 mocked" "$(mcurl -w '%{http_code} ' -o "$NETNS_TMP/mock" https://test.example/mock; cat "$NETNS_TMP/mock")" \
     "Map Local"
 grep -q ' /mock ' "$NETNS_TMP/tls-access.log" && fail "Map Local let the request through"

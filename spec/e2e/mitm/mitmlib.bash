@@ -32,7 +32,7 @@ origin_certs() {
         2>/dev/null || fail "origin CA"
     openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=test.example" \
         -keyout "$d/leaf.key" -out "$d/leaf.csr" 2>/dev/null || fail "origin CSR"
-    printf 'subjectAltName=DNS:test.example,DNS:other.example,DNS:example.com,DNS:*.example.com,DNS:*.example.net,IP:%s\nextendedKeyUsage=serverAuth\n' \
+    printf 'subjectAltName=DNS:test.example,DNS:other.example,DNS:example.com,DNS:*.example.com,DNS:*.example.net,DNS:*.test.example,IP:%s\nextendedKeyUsage=serverAuth\n' \
         "$SRV4" >"$d/ext"
     openssl x509 -req -in "$d/leaf.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
         -days 30 -extfile "$d/ext" -out "$d/leaf.pem" 2>/dev/null || fail "origin leaf"
