@@ -2,7 +2,8 @@
 # HTTPS through the TUN, intercepted (root): curl trusting only chute's CA
 # reaches nginx over TLS, its requests rewritten by Lua hooks that C picked
 # by URL; hosts not on the MITM list keep the origin's own certificate; an
-# origin chute cannot verify gets a 502 naming why.
+# origin chute cannot verify gets a 502 naming why; uploads and a 1 GiB
+# download stream through with RSS flat.
 . "$(dirname "$0")/mitmlib.bash"
 need_root
 mitm_env_up '  mitm = { hosts = { "test.example", "test.example:8443" } },' <<'LUA'
@@ -24,7 +25,7 @@ chute.on_request([[^https://test\.example/rewrite$]], function(req)
   req.path = "/echo"
   req.query = "from=hook"
 end)
-chute.on_response([[^https://test\.example/small$]], function(resp, req)
+chute.on_response([[^https://test\.example/(small|big\.bin)$]], function(resp, req)
   resp.headers["x-resp"] = "seen"
 end)
 function chute.route(flow)
@@ -75,9 +76,16 @@ head -c $((64 << 20)) /dev/urandom >"$NETNS_TMP/up.bin"
 mcurl -T "$NETNS_TMP/up.bin" -o /dev/null https://test.example/up/up.bin || fail "PUT 64 MiB"
 assert_eq "$(sha_file "$NETNS_TMP/up.bin")" "$(sha_file "$NETNS_TMP/up/up.bin")" \
     "a 64 MiB upload arrives whole at the origin"
-big_file 256
+rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$CHUTE_PID/status"; }
+big_file 1024
+mcurl -o /dev/null https://test.example/1m.bin
+rss0=$(rss)
 assert_eq "$SHA_BIG" "$(mcurl https://test.example/big.bin | sha256_stream)" \
-    "256 MiB download through the MITM, sha256-equal"
+    "1 GiB download through the MITM (a response hook on its headers), sha256-equal"
+rss1=$(rss)
+say "chute's RSS: $rss0 KiB before, $rss1 KiB after the 1 GiB"
+check "RSS stays flat: the body streams, nothing of it is buffered whole"
+[ $((rss1 - rss0)) -lt 16384 ] || fail "RSS grew by $((rss1 - rss0)) KiB over the download"
 
 stats_read
 say "stats: mitm_flows=$S_mitm_flows mitm_requests=$S_mitm_requests verify_failed=$S_mitm_upstream_verify_failed"

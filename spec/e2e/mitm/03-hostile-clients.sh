@@ -4,10 +4,11 @@
 # with ours), a TLS 1.3-only client, a ClientHello over 16 KiB, truncated
 # records, and a pinned client: it refuses chute's leaf, which the log
 # explains, and with auto_bypass the next connection passes through with
-# the origin's own certificate.
+# the origin's own certificate. QUIC (UDP/443) to a MITM host is refused
+# so the browser falls back to TCP, where chute can see it.
 . "$(dirname "$0")/mitmlib.bash"
 need_root
-mitm_env_up '  mitm = { hosts = { "test.example" }, auto_bypass = true, bypass_seconds = 60 },' <<'LUA'
+mitm_env_up "  mitm = { hosts = { \"test.example\", \"$SRV4\" }, auto_bypass = true, bypass_seconds = 60 }," <<'LUA'
 function chute.route(flow)
   return "DIRECT"
 end
@@ -69,7 +70,25 @@ wait_log "mitm: test\\.example passes through uninspected" 5 || fail "auto_bypas
 ip netns exec "$NS_CLI" curl -sS --max-time 10 --cacert "$ORIGIN_CA" \
     --resolve "test.example:443:$SRV4" -o /dev/null https://test.example/small ||
     fail "after the bypass the origin's certificate reaches the client"
+say "QUIC to a host on the MITM list: refused (ICMP port unreachable)"
+out=$(cli_py "$SRV4" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.connect((sys.argv[1], 443))
+s.settimeout(2)
+s.send(b"quic initial?")
+try:
+    s.recv(100)
+    print("answered")
+except ConnectionRefusedError:
+    print("refused")
+except socket.timeout:
+    print("timeout")
+PY
+)
+assert_eq refused "$out" "UDP/443 to $SRV4 refused"
 stats_read
+assert_ge 1 "$S_mitm_quic_blocked" "mitm_quic_blocked counts it"
 assert_ge 1 "$S_mitm_client_refused" "mitm_client_refused counts it"
 assert_ge 1 "$S_mitm_bypassed" "mitm_bypassed counts the flow passed through"
 chute_alive
