@@ -349,6 +349,13 @@ test_foreign_ca(void **state)
                                ">/dev/null",
                                TT.dir, 31 * 86400),
                          0);
+    /* Near the CA's end no new leaf can be made: the cached one serves
+     * while it lasts, then the mint says why. */
+    struct tls_server_cfg *late = get(m, "odd.test", wall() + 29.5 * 86400);
+    assert_ptr_equal(late, cfg);
+    tls_server_cfg_free(late);
+    assert_null(tls_mint_get(m, "odd.test", wall() + 30.5 * 86400, err, sizeof(err)));
+    assert_string_equal(err, "tls: the CA certificate expires within a day: make a new CA");
     tls_server_cfg_free(cfg);
     tls_mint_free(m);
     tls_ca_free(ca);
