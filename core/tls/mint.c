@@ -242,6 +242,10 @@ tls_mint_get(struct tls_mint *m, const char *host, double now, char *err, size_t
     }
     double renew_at;
     struct tls_server_cfg *cfg = mint(m, key, ip, iplen, now, &renew_at, err, errlen);
+    if (cfg == NULL && l != NULL && now < l->renew_at + X509W_DAY) {
+        m->stats.cached++; /* not renewed, but still valid for a while */
+        return tls_server_cfg_ref(l->cfg);
+    }
     if (cfg == NULL)
         return NULL;
     if (l != NULL) { /* due for renewal: the new leaf takes its place */

@@ -4,8 +4,9 @@
 /* Inside core/tls only: the record pump both roles share (conn.c), the
  * context behind struct tls_ctx, the trust store loader (trust.c), PEM
  * objects (pem.c), the client session cache (session.c), the server's
- * configuration (server.c) and its ClientHello check (hello.c). The only
- * folder that includes bearssl.h. */
+ * configuration (server.c) and its ClientHello check (hello.c); the CA,
+ * the X.509 writer and the mint have theirs in x509w.h. The only folder
+ * that includes bearssl.h. */
 
 #include <bearssl.h>
 #include <stddef.h>

@@ -313,6 +313,54 @@ test_leaves_verify(void **state)
     tls_ca_free(ca);
 }
 
+/* A CA made elsewhere, whose SKI is no SHA-1 of its key: the leaves' AKI
+ * is that SKI, so openssl still chains them. */
+static void
+test_foreign_ca(void **state)
+{
+    if (!TT.ok)
+        TT_PEER_MISSING("is not on PATH");
+    char cert[128], key[128], err[256];
+    assert_int_equal(tt_sh("cd %s && mkdir -p odd && openssl req -x509 -newkey ec -pkeyopt "
+                           "ec_paramgen_curve:P-256 -nodes -keyout odd/ca.key -out odd/ca.pem "
+                           "-days 30 -subj '/CN=odd SKI CA' "
+                           "-addext basicConstraints=critical,CA:TRUE "
+                           "-addext keyUsage=critical,keyCertSign,cRLSign "
+                           "-addext subjectKeyIdentifier=01:02:03:04 "
+                           "-addext authorityKeyIdentifier=keyid >>gen.log 2>&1",
+                           TT.dir),
+                     0);
+    tt_path(cert, sizeof(cert), "odd/ca.pem");
+    tt_path(key, sizeof(key), "odd/ca.key");
+    struct tls_ca *ca = tls_ca_load(cert, key, err, sizeof(err));
+    if (ca == NULL)
+        fail_msg("%s", err);
+    struct tls_mint *m = tls_mint_new(ca, 0, err, sizeof(err));
+    assert_non_null(m);
+    struct tls_server_cfg *cfg = get(m, "odd.test", wall());
+    write_leaf(cfg, "odd");
+    assert_int_equal(verify("odd", "odd", "-verify_hostname odd.test"), 0);
+    assert_int_equal(tt_sh("cd %s && openssl x509 -noout -text -in odd.pem | "
+                           "grep -A1 'Authority Key Identifier' | grep -q '01:02:03:04'",
+                           TT.dir),
+                     0);
+    /* It ends in 30 days: so does the leaf. */
+    assert_int_not_equal(tt_sh("cd %s && openssl x509 -noout -in odd.pem -checkend %d "
+                               ">/dev/null",
+                               TT.dir, 31 * 86400),
+                         0);
+    /* Near the CA's end no new leaf can be made: the cached one serves
+     * while it lasts, then the mint says why. */
+    struct tls_server_cfg *late = get(m, "odd.test", wall() + 29.5 * 86400);
+    assert_ptr_equal(late, cfg);
+    tls_server_cfg_free(late);
+    assert_null(tls_mint_get(m, "odd.test", wall() + 30.5 * 86400, err, sizeof(err)));
+    assert_string_equal(err, "tls: the CA certificate expires within a day: make a new CA");
+    tls_server_cfg_free(cfg);
+    tls_mint_free(m);
+    tls_ca_free(ca);
+}
+
 static void
 test_lru(void **state)
 {
@@ -449,7 +497,8 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ca_create),  cmocka_unit_test(test_ca_load_errors),
-        cmocka_unit_test(test_leaves_verify), cmocka_unit_test(test_lru),
+        cmocka_unit_test(test_leaves_verify), cmocka_unit_test(test_foreign_ca),
+        cmocka_unit_test(test_lru),
         cmocka_unit_test(test_cost),       cmocka_unit_test(test_handshake),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
