@@ -259,13 +259,12 @@ apply_hostop(struct mitm_rewrites *rw, struct rw_hostop *op)
     char **v = malloc((keep + op->n + 1) * sizeof(*v));
     if (v == NULL)
         return -1;
-    if (op->mode == RW_HOSTS_INSERT) {
-        memcpy(v, op->items, op->n * sizeof(*v));
-        memcpy(v + op->n, rw->hosts, keep * sizeof(*v));
-    } else {
-        memcpy(v, rw->hosts, keep * sizeof(*v));
-        memcpy(v + keep, op->items, op->n * sizeof(*v));
-    }
+    /* memcpy may not be given NULL, even for no bytes. */
+    size_t at_items = op->mode == RW_HOSTS_INSERT ? 0 : keep;
+    if (op->n > 0)
+        memcpy(v + at_items, op->items, op->n * sizeof(*v));
+    if (keep > 0)
+        memcpy(v + (at_items == 0 ? op->n : 0), rw->hosts, keep * sizeof(*v));
     if (op->mode == RW_HOSTS_SET)
         free_strv(rw->hosts, rw->nhosts);
     else

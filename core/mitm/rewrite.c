@@ -181,6 +181,9 @@ split_url(struct mem_slice u, const char **scheme, struct mem_slice *host, uint1
     *path = mem_slice(u.ptr + alen, u.len - alen);
     if (path->len == 0 || path->ptr[0] == '#')
         *path = MEM_SLICE_LIT("/");
+    for (size_t j = 0; j < path->len; j++)
+        if ((unsigned char)path->ptr[j] <= 0x20 || path->ptr[j] == 0x7f)
+            return -1; /* the request line is "METHOD path HTTP/1.1" */
     const char *colon = NULL;
     if (auth.len > 0 && auth.ptr[0] == '[') {
         const char *close = memchr(auth.ptr, ']', auth.len);
