@@ -157,7 +157,8 @@ b64_value(unsigned char c)
     return -1;
 }
 
-/* Standard or URL-safe base64, padding optional. -1 on a bad byte. */
+/* Standard or URL-safe base64, padding optional. -1 on a bad byte, -2
+ * when out of memory. */
 static int
 b64_decode(struct mem_slice in, char **out, size_t *outlen)
 {
@@ -167,7 +168,7 @@ b64_decode(struct mem_slice in, char **out, size_t *outlen)
         return -1;
     char *o = malloc(in.len * 3 / 4 + 1);
     if (o == NULL)
-        return -1;
+        return -2;
     size_t n = 0;
     uint32_t acc = 0;
     int bits = 0;
@@ -281,9 +282,14 @@ map_body(struct rw_parser *p, struct rw_map *m, int dt, struct mem_slice data, i
         break;
     case DT_BASE64:
         *ctype = "application/octet-stream";
-        if (b64_decode(data, &m->body, &m->body_len) != 0)
+        switch (b64_decode(data, &m->body, &m->body_len)) {
+        case 0:
+            return 0;
+        case -1:
             return rw_fail(p, "data is not base64");
-        return 0;
+        default:
+            return rw_fail(p, "out of memory");
+        }
     case DT_JSON:
         *ctype = "application/json";
         break;

@@ -179,7 +179,10 @@ split_url(struct mem_slice u, const char **scheme, struct mem_slice *host, uint1
         alen++;
     struct mem_slice auth = mem_slice(u.ptr, alen);
     *path = mem_slice(u.ptr + alen, u.len - alen);
-    if (path->len == 0 || path->ptr[0] == '#')
+    const char *frag = memchr(path->ptr, '#', path->len); /* never sent */
+    if (frag != NULL)
+        path->len = (size_t)(frag - path->ptr);
+    if (path->len == 0)
         *path = MEM_SLICE_LIT("/");
     for (size_t j = 0; j < path->len; j++)
         if ((unsigned char)path->ptr[j] <= 0x20 || path->ptr[j] == 0x7f)
@@ -256,7 +259,16 @@ rewrite_url(struct mitm_request *m, struct mem_slice u)
         req->host = h;
         req->port = port;
     }
-    req->path = mem_arena_slice(m->arena, path);
+    if (path.ptr[0] == '?') { /* "http://h?q": origin-form starts with the slash */
+        char *p = mem_arena_alloc(m->arena, path.len + 1);
+        if (p == NULL)
+            return -1;
+        p[0] = '/';
+        memcpy(p + 1, path.ptr, path.len);
+        req->path = mem_slice(p, path.len + 1);
+    } else {
+        req->path = mem_arena_slice(m->arena, path);
+    }
     m->scheme = scheme;
     return req->path.ptr != NULL ? 0 : -1;
 }

@@ -256,6 +256,31 @@ test_url_header_mode(void **state)
     assert_true(mem_slice_eq(req.host, MEM_SLICE_LIT("other.example.net")));
     assert_int_equal(req.port, 8443);
     assert_true(mem_slice_eq(mr.host, MEM_SLICE_LIT("api.example.com"))); /* as the flow names it */
+
+    /* http://, a query without a path, a fragment: what goes upstream. */
+    static const char m4[] = "[URL Rewrite]\n"
+                             "^https://q\\.test/a(.*) http://q.test?x$1#frag header\n"
+                             "^https://q\\.test/b(.*) \"https://q.test/a b\" header\n";
+    char err[300];
+    struct mitm_rewrites *r4 = mitm_rewrites_new();
+    assert_int_equal(mitm_rewrites_load(r4, m4, sizeof(m4) - 1, "m4", NULL, NULL, NULL, err,
+                                        sizeof(err)),
+                     0);
+    const struct mitm_hooks *h4 = mitm_rewrites_hooks(r4);
+    struct mitm_reply r;
+    request("GET", "https://q.test/a=1", "");
+    assert_int_equal(h4->on_request(h4->ud, &mr, &r), 0);
+    assert_string_equal(upstream_head(), "GET /?x=1 HTTP/1.1\r\nHost: q.test\r\n\r\n");
+    assert_string_equal(mr.scheme, "http");
+    assert_int_equal(req.port, 80); /* the owner connects to port 80, in clear */
+    request("GET", "https://q.test/b", ""); /* a space cannot go in a request line */
+    assert_int_equal(h4->on_request(h4->ud, &mr, &r), 0);
+    assert_string_equal(upstream_head(), "GET /b HTTP/1.1\r\nHost: q.test\r\n\r\n");
+    struct mitm_rewrite_stats st;
+    mitm_rewrites_stats(r4, &st);
+    assert_int_equal(st.url_header, 1);
+    assert_int_equal(st.failures, 1);
+    mitm_rewrites_free(r4);
 }
 
 static void
