@@ -199,22 +199,22 @@ void
 rw_rules_fini(struct rw_rules *r)
 {
     for (size_t i = 0; i < r->nurl; i++) {
-        rules_re_free(r->url[i].re);
+        rules_re_free(r->url[i].pat.re);
         free(r->url[i].repl);
     }
     for (size_t i = 0; i < r->nhdr; i++) {
-        rules_re_free(r->hdr[i].re);
+        rules_re_free(r->hdr[i].pat.re);
         rules_re_free(r->hdr[i].vre);
         free(r->hdr[i].name);
         free(r->hdr[i].value);
     }
     for (size_t i = 0; i < r->nmap; i++) {
-        rules_re_free(r->map[i].re);
+        rules_re_free(r->map[i].pat.re);
         free(r->map[i].body);
         free(r->map[i].extra);
     }
     for (size_t i = 0; i < r->nbody; i++) {
-        rules_re_free(r->body[i].re);
+        rules_re_free(r->body[i].pat.re);
         for (size_t k = 0; k < r->body[i].npairs; k++) {
             rules_re_free(r->body[i].pairs[k].re);
             free(r->body[i].pairs[k].repl);

@@ -80,7 +80,7 @@ rw_parse_url(struct rw_parser *p)
     u->repl_len = repl.len;
     if (u->repl == NULL)
         return rw_fail(p, "out of memory");
-    return (u->re = rw_regex(p, re, 0)) ? 0 : -1;
+    return rw_pattern_init(p, &u->pat, re);
 }
 
 int
@@ -134,7 +134,7 @@ rw_parse_header(struct rw_parser *p)
         return rw_fail(p, "out of memory");
     if (k == RW_HDR_REPLACE_REGEX && (h->vre = rw_regex(p, vre, 0)) == NULL)
         return -1;
-    return (h->re = rw_regex(p, re, 0)) ? 0 : -1;
+    return rw_pattern_init(p, &h->pat, re);
 }
 
 /* ---- [Map Local] ------------------------------------------------------------ */
@@ -358,7 +358,7 @@ rw_parse_map(struct rw_parser *p)
     const char *ctype = "";
     if (map_body(p, m, dt, data, have_data, &ctype) != 0 || build_extra(p, m, hdrs, ctype) != 0)
         return -1;
-    return (m->re = rw_regex(p, re, 0)) ? 0 : -1;
+    return rw_pattern_init(p, &m->pat, re);
 }
 
 /* ---- [Body Rewrite] --------------------------------------------------------- */
@@ -385,7 +385,7 @@ rw_parse_body(struct rw_parser *p)
         return rw_fail(p, "out of memory");
     body->response = is_tok(dir, "http-response");
     body->at = (struct rw_where){p->fname, p->line, 0};
-    if ((body->re = rw_regex(p, re, 0)) == NULL)
+    if (rw_pattern_init(p, &body->pat, re) != 0)
         return -1;
     while ((rc = rw_next(p, &a)) > 0) {
         if ((rc = rw_next(p, &b)) <= 0)

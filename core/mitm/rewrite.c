@@ -32,9 +32,9 @@ failed(struct mitm_rewrites *rw, struct rw_where *at, const char *what)
 
 /* rules_re_match over the URL, counting cuts. */
 static int
-match(struct mitm_rewrites *rw, const struct rules_re *re, struct mem_slice s, size_t *ov)
+match(struct mitm_rewrites *rw, const struct rw_pattern *pat, struct mem_slice s, size_t *ov)
 {
-    int rc = rules_re_match(re, s.ptr, s.len, ov, ov ? MAX_PAIRS : 0);
+    int rc = rw_pattern_match(pat, s, ov, ov ? MAX_PAIRS : 0);
     if (rc == RULES_RE_LIMIT)
         rw->st.limit_cuts++;
     return rc <= 0 ? 0 : rc > MAX_PAIRS ? MAX_PAIRS : rc;
@@ -119,16 +119,16 @@ wants_request(void *ud, const struct mitm_request *m)
     struct mitm_rewrites *rw = ud;
     const struct rw_rules *r = &rw->r;
     for (size_t i = 0; i < r->nurl; i++)
-        if (match(rw, r->url[i].re, m->url, NULL))
+        if (match(rw, &r->url[i].pat, m->url, NULL))
             return 1;
     for (size_t i = 0; i < r->nmap; i++)
-        if (match(rw, r->map[i].re, m->url, NULL))
+        if (match(rw, &r->map[i].pat, m->url, NULL))
             return 1;
     for (size_t i = 0; i < r->nhdr; i++)
-        if (!r->hdr[i].response && match(rw, r->hdr[i].re, m->url, NULL))
+        if (!r->hdr[i].response && match(rw, &r->hdr[i].pat, m->url, NULL))
             return 1;
     for (size_t i = 0; i < r->nbody; i++)
-        if (!r->body[i].response && match(rw, r->body[i].re, m->url, NULL))
+        if (!r->body[i].response && match(rw, &r->body[i].pat, m->url, NULL))
             return 1;
     return 0;
 }
@@ -137,7 +137,7 @@ static size_t
 body_wanted(struct mitm_rewrites *rw, const struct mitm_request *m, int response)
 {
     for (size_t i = 0; i < rw->r.nbody; i++)
-        if (rw->r.body[i].response == response && match(rw, rw->r.body[i].re, m->url, NULL))
+        if (rw->r.body[i].response == response && match(rw, &rw->r.body[i].pat, m->url, NULL))
             return rw->max_body;
     return 0;
 }
@@ -327,7 +327,7 @@ edit_headers(struct mitm_rewrites *rw, struct mitm_request *m, struct http_fwd_f
 {
     for (size_t i = 0; i < rw->r.nhdr; i++) {
         struct rw_header *h = &rw->r.hdr[i];
-        if (h->response != response || !match(rw, h->re, m->url, NULL))
+        if (h->response != response || !match(rw, &h->pat, m->url, NULL))
             continue;
         struct mem_slice name = mem_slice(h->name, strlen(h->name));
         struct mem_slice value = mem_slice(h->value, h->value_len);
@@ -400,7 +400,7 @@ edit_body(struct mitm_rewrites *rw, struct mitm_request *m, struct mem_slice *bo
     size_t cap = rw->max_body * 8;
     for (size_t i = 0; i < rw->r.nbody; i++) {
         struct rw_body *b = &rw->r.body[i];
-        if (b->response != response || !match(rw, b->re, m->url, NULL))
+        if (b->response != response || !match(rw, &b->pat, m->url, NULL))
             continue;
         for (size_t k = 0; k < b->npairs; k++) {
             int s = subst(rw, m->arena, b->pairs[k].re, b->pairs[k].repl, b->pairs[k].repl_len,
@@ -421,7 +421,7 @@ on_request(void *ud, struct mitm_request *m, struct mitm_reply *out)
     struct rw_rules *r = &rw->r;
     size_t ov[2 * MAX_PAIRS];
     for (size_t i = 0; i < r->nurl; i++) {
-        int pairs = match(rw, r->url[i].re, m->url, ov);
+        int pairs = match(rw, &r->url[i].pat, m->url, ov);
         if (pairs == 0)
             continue;
         if (r->url[i].kind != RW_URL_HEADER) {
@@ -440,7 +440,7 @@ on_request(void *ud, struct mitm_request *m, struct mitm_reply *out)
     }
     for (size_t i = 0; i < r->nmap; i++) {
         struct rw_map *mp = &r->map[i];
-        if (!match(rw, mp->re, m->url, NULL))
+        if (!match(rw, &mp->pat, m->url, NULL))
             continue;
         memset(out, 0, sizeof(*out));
         out->status = mp->status;
@@ -468,7 +468,7 @@ wants_response(void *ud, const struct mitm_request *m)
 {
     struct mitm_rewrites *rw = ud;
     for (size_t i = 0; i < rw->r.nhdr; i++)
-        if (rw->r.hdr[i].response && match(rw, rw->r.hdr[i].re, m->url, NULL))
+        if (rw->r.hdr[i].response && match(rw, &rw->r.hdr[i].pat, m->url, NULL))
             return 1;
     return body_wanted(rw, m, 1) > 0;
 }

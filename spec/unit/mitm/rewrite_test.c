@@ -18,6 +18,7 @@
 
 #include "http/http.h"
 #include "mitm/rewrite.h"
+#include "rules/re.h"
 
 static struct mem_arena arena;
 static struct http_fwd_req req;
@@ -607,6 +608,53 @@ test_refused_edits(void **state)
     mitm_rewrites_free(r3);
 }
 
+/* The URL prefilter never changes an answer: every pattern against every
+ * URL, as a one-line module, agrees with the regex run alone. */
+static void
+test_prefilter_agrees(void **state)
+{
+    (void)state;
+    static const char *const pats[] = {
+        "^https?://a\\.test/x?",     "^https://b\\.test/a+b",  "^https://c\\.test|^https://d\\.test",
+        "^http://e\\.test",          "^https?:\\/\\/f\\.test/", "^http(s)?://g\\.test:8443/",
+        "^https://h\\.tes{0}t",      "^https://(www\\.)?i\\.test", "^https://j\\.test/a*",
+        "^https://k\\.test/(?i)ABC", "^HTTPS://l\\.test",      "https://m\\.test",
+        "^https://n-o_p\\.test/q:r", "^https://s\\.test\\d",   "^https?://",
+        "^https://t\\.test/(a|b)",  "^https://u\\.test/[|]|^https://v", "^https://w\\Q|\\E|^https://y",
+        "^https://z\\.test(?x)|^https://m", "^https://q\\.test(?#)|^https://m",
+    };
+    static const char *const urls[] = {
+        "https://a.test/",     "https://a.test/x",     "http://a.test/y",     "https://b.test/ab",
+        "https://b.test/aaab", "https://b.test/b",     "https://d.test/",     "https://c.test",
+        "http://e.test/",      "https://e.test/",      "https://f.test/",     "http://f.test/z",
+        "https://g.test:8443/", "http://g.test/",      "https://h.tet",       "https://h.test",
+        "https://www.i.test",  "https://i.test",       "https://j.test/",     "https://k.test/abc",
+        "https://l.test",      "https://x/https://m.test", "https://n-o_p.test/q:r", "https://s.test1",
+        "https://s.test",      "ftp://x",              "",                    "https://t.test/b",
+        "https://u.test/|",    "https://v",            "https://w|",          "https://y",
+        "https://z.test",      "https://m",            "https://q.test",
+    };
+    for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++) {
+        char text[300], err[300];
+        snprintf(text, sizeof(text), "[Header Rewrite]\n%s header-add X 1\n", pats[i]);
+        struct mitm_rewrites *r = mitm_rewrites_new();
+        assert_int_equal(mitm_rewrites_load(r, text, strlen(text), "p", NULL, NULL, NULL, err,
+                                            sizeof(err)),
+                         0);
+        struct rules_re *re = rules_re_new(pats[i], strlen(pats[i]), 0, err, sizeof(err));
+        assert_non_null(re);
+        const struct mitm_hooks *h = mitm_rewrites_hooks(r);
+        for (size_t k = 0; k < sizeof(urls) / sizeof(urls[0]); k++) {
+            struct mitm_request q = {.url = mem_slice(urls[k], strlen(urls[k]))};
+            int want = rules_re_match(re, urls[k], strlen(urls[k]), NULL, 0) > 0;
+            if (h->wants_request(h->ud, &q) != want)
+                fail_msg("'%s' on '%s': want %d", pats[i], urls[k], want);
+        }
+        rules_re_free(re);
+        mitm_rewrites_free(r);
+    }
+}
+
 int
 main(void)
 {
@@ -623,6 +671,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loads_add_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_edits, setup, teardown),
+        cmocka_unit_test(test_prefilter_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
