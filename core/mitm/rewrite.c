@@ -92,17 +92,20 @@ subst_pass(struct mitm_rewrites *rw, const struct rules_re *re, const char *tmpl
 }
 
 /* Every match of |re| in |*s| replaced: 1 and |*s| the new text in the
- * arena, 0 when nothing matched, -1 when out of memory or over |cap|. */
+ * arena, 0 when nothing matched, -1 when out of memory or over |*budget|
+ * (what the message may still take of the arena; the new text's size is
+ * taken off it). */
 static int
 subst(struct mitm_rewrites *rw, struct mem_arena *a, const struct rules_re *re, const char *tmpl,
-      size_t tlen, struct mem_slice *s, size_t cap)
+      size_t tlen, struct mem_slice *s, size_t *budget)
 {
     size_t hits;
     size_t need = subst_pass(rw, re, tmpl, tlen, *s, NULL, &hits);
     if (hits == 0)
         return 0;
-    if (need > cap)
+    if (need > *budget)
         return -1;
+    *budget -= need;
     char *out = mem_arena_alloc(a, need);
     if (out == NULL)
         return -1;
@@ -359,8 +362,8 @@ edit_headers(struct mitm_rewrites *rw, struct mitm_request *m, struct http_fwd_f
                 if (!ieq(f->v[j].name, name))
                     continue;
                 vals[k] = f->v[j].value;
-                int s = subst(rw, m->arena, h->vre, h->value, h->value_len, &vals[k],
-                              HTTP_MAX_HEAD);
+                size_t budget = HTTP_MAX_HEAD;
+                int s = subst(rw, m->arena, h->vre, h->value, h->value_len, &vals[k], &budget);
                 if (s < 0)
                     rc = -1;
                 applied |= s > 0;
@@ -397,17 +400,22 @@ static int
 edit_body(struct mitm_rewrites *rw, struct mitm_request *m, struct mem_slice *body, int response)
 {
     int changed = 0;
-    size_t cap = rw->max_body * 8;
+    /* Each pair writes a new body into the arena: all of them together
+     * may take 8 x max_body, so a module with many pairs cannot make one
+     * message hold megabytes. */
+    size_t budget = rw->max_body * 8;
     for (size_t i = 0; i < rw->r.nbody; i++) {
         struct rw_body *b = &rw->r.body[i];
         if (b->response != response || !match(rw, &b->pat, m->url, NULL))
             continue;
         for (size_t k = 0; k < b->npairs; k++) {
             int s = subst(rw, m->arena, b->pairs[k].re, b->pairs[k].repl, b->pairs[k].repl_len,
-                          body, cap);
-            if (s < 0)
-                failed(rw, &b->at, "the rewritten body is over 8 x max_body, or out of memory: "
-                                   "left as it was");
+                          body, &budget);
+            if (s < 0) {
+                failed(rw, &b->at, "the rewrites of this body would take over 8 x max_body, "
+                                   "or memory ran out: the rest left out");
+                return changed;
+            }
             changed |= s > 0;
         }
     }

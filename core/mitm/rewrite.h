@@ -41,8 +41,9 @@
  * req->port and m->scheme with what the flow connects to and reroutes.
  *
  * Bodies: a Body Rewrite line asks for at most max_body bytes (default
- * MITM_REWRITE_MAX_BODY); a body rewritten into more than 8 × max_body
- * bytes is left as it was (counted as a failure). A body replaced here has
+ * MITM_REWRITE_MAX_BODY); the rewrites of one body may write 8 × max_body
+ * bytes in all (each pair writes a new copy), past that the remaining
+ * pairs are left out (counted as a failure). A body replaced here has
  * a new length: the owner re-frames it (Content-Length cannot be set
  * through http_fwd_field_*).
  *

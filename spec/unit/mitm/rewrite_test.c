@@ -467,6 +467,25 @@ test_body_edges(void **state)
     h2->on_response(h2->ud, &mr, &resp, &body, &len);
     assert_ptr_equal(body, in);
     mitm_rewrites_free(r2);
+
+    /* Pairs that double the body: together they may write 8 x max_body. */
+    static const char m5[] = "[Body Rewrite]\n"
+                             "http-response . (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0\n";
+    struct mitm_rewrites *r5 = mitm_rewrites_new();
+    assert_int_equal(mitm_rewrites_load(r5, m5, sizeof(m5) - 1, "m5", NULL, NULL, NULL, err,
+                                        sizeof(err)),
+                     0);
+    mitm_rewrites_set_max_body(r5, 16);
+    const struct mitm_hooks *h5 = mitm_rewrites_hooks(r5);
+    body = "0123456789";
+    len = 10;
+    h5->on_response(h5->ud, &mr, &resp, &body, &len);
+    assert_int_equal(len, 40); /* 20 + 40 written; 80 more is over 128 */
+    struct mitm_rewrite_stats st;
+    mitm_rewrites_stats(r5, &st);
+    assert_int_equal(st.failures, 1);
+    assert_int_equal(st.body_response, 1);
+    mitm_rewrites_free(r5);
 }
 
 /* Loads one module: 0 or -1 with the message in |err|. */
