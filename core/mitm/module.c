@@ -447,7 +447,7 @@ mitm_rewrites_load(struct mitm_rewrites *rw, const char *text, size_t len, const
     struct rw_parser p = {.r = &t, .sec = "no section", .read_file = read_file, .warn = warn,
                           .ud = ud, .err = err, .errlen = errlen};
     struct sec_state st = {.sec = SEC_NONE};
-    int rc = -1;
+    int rc = -1, warned_args = 0;
     char **slot = rw_push(&t.files, &t.nfiles, sizeof(char *));
     if (slot != NULL)
         *slot = rw_strdup(file ? mem_slice(file, strlen(file)) : MEM_SLICE_LIT("(inline)"));
@@ -480,6 +480,11 @@ mitm_rewrites_load(struct mitm_rewrites *rw, const char *text, size_t len, const
         }
         if (l.len >= 2 && l.ptr[0] == '#' && l.ptr[1] == '!')
             continue; /* #!name=, #!desc=, ...: metadata, nothing to run */
+        if (!warned_args && memmem(l.ptr, l.len, "{{{", 3) != NULL) {
+            warned_args = 1;
+            rw_warn(&p, "module arguments ({{{name}}}) are not filled in by chute: the lines "
+                        "keep them as written");
+        }
         if (is_comment(l))
             continue;
         if (l.ptr[0] == '[') {

@@ -24,7 +24,8 @@
  * What chute cannot run is listed once at load through |warn|, never
  * dropped silently: each [Script] entry, each section chute does not know
  * (with how many lines it had), unknown [Map Local] options and [MITM]
- * keys, Body Rewrite's jq lines. Malformed lines are errors naming
+ * keys, Body Rewrite's jq lines, module arguments ({{{name}}}, left as
+ * written). Malformed lines are errors naming
  * file:line and the value, with the syntax.
  *
  * How they apply, in Surge's order: a request's URL (mitm_request.url, as

@@ -564,6 +564,25 @@ test_errors(void **state)
         "([URL Rewrite], [MITM], ...)");
 }
 
+/* Surge's module arguments are not filled in: said once per module. */
+static void
+test_arguments_warned(void **state)
+{
+    (void)state;
+    static const char m6[] = "#!arguments=host:a.test\n[URL Rewrite]\n"
+                             "^https://{{{host}}}/ https://b.test/ 302\n"
+                             "^https://{{{host}}}/x https://b.test/ 302\n";
+    char err[300];
+    struct mitm_rewrites *r6 = mitm_rewrites_new();
+    warnings[0] = '\0';
+    assert_int_equal(mitm_rewrites_load(r6, m6, sizeof(m6) - 1, "m6", NULL, on_warn, NULL, err,
+                                        sizeof(err)),
+                     0);
+    assert_string_equal(warnings, "m6:3: module arguments ({{{name}}}) are not filled in by "
+                                  "chute: the lines keep them as written\n");
+    mitm_rewrites_free(r6);
+}
+
 /* A failed load adds nothing; loads add up; hostname lines append,
  * insert, or replace the list. */
 static void
@@ -691,6 +710,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_loads_add_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_edits, setup, teardown),
         cmocka_unit_test(test_prefilter_agrees),
+        cmocka_unit_test(test_arguments_warned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
