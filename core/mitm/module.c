@@ -199,22 +199,22 @@ void
 rw_rules_fini(struct rw_rules *r)
 {
     for (size_t i = 0; i < r->nurl; i++) {
-        rules_re_free(r->url[i].re);
+        rules_re_free(r->url[i].pat.re);
         free(r->url[i].repl);
     }
     for (size_t i = 0; i < r->nhdr; i++) {
-        rules_re_free(r->hdr[i].re);
+        rules_re_free(r->hdr[i].pat.re);
         rules_re_free(r->hdr[i].vre);
         free(r->hdr[i].name);
         free(r->hdr[i].value);
     }
     for (size_t i = 0; i < r->nmap; i++) {
-        rules_re_free(r->map[i].re);
+        rules_re_free(r->map[i].pat.re);
         free(r->map[i].body);
         free(r->map[i].extra);
     }
     for (size_t i = 0; i < r->nbody; i++) {
-        rules_re_free(r->body[i].re);
+        rules_re_free(r->body[i].pat.re);
         for (size_t k = 0; k < r->body[i].npairs; k++) {
             rules_re_free(r->body[i].pairs[k].re);
             free(r->body[i].pairs[k].repl);
@@ -259,13 +259,12 @@ apply_hostop(struct mitm_rewrites *rw, struct rw_hostop *op)
     char **v = malloc((keep + op->n + 1) * sizeof(*v));
     if (v == NULL)
         return -1;
-    if (op->mode == RW_HOSTS_INSERT) {
-        memcpy(v, op->items, op->n * sizeof(*v));
-        memcpy(v + op->n, rw->hosts, keep * sizeof(*v));
-    } else {
-        memcpy(v, rw->hosts, keep * sizeof(*v));
-        memcpy(v + keep, op->items, op->n * sizeof(*v));
-    }
+    /* memcpy may not be given NULL, even for no bytes. */
+    size_t at_items = op->mode == RW_HOSTS_INSERT ? 0 : keep;
+    if (op->n > 0)
+        memcpy(v + at_items, op->items, op->n * sizeof(*v));
+    if (keep > 0)
+        memcpy(v + (at_items == 0 ? op->n : 0), rw->hosts, keep * sizeof(*v));
     if (op->mode == RW_HOSTS_SET)
         free_strv(rw->hosts, rw->nhosts);
     else
@@ -448,7 +447,7 @@ mitm_rewrites_load(struct mitm_rewrites *rw, const char *text, size_t len, const
     struct rw_parser p = {.r = &t, .sec = "no section", .read_file = read_file, .warn = warn,
                           .ud = ud, .err = err, .errlen = errlen};
     struct sec_state st = {.sec = SEC_NONE};
-    int rc = -1;
+    int rc = -1, warned_args = 0;
     char **slot = rw_push(&t.files, &t.nfiles, sizeof(char *));
     if (slot != NULL)
         *slot = rw_strdup(file ? mem_slice(file, strlen(file)) : MEM_SLICE_LIT("(inline)"));
@@ -481,6 +480,11 @@ mitm_rewrites_load(struct mitm_rewrites *rw, const char *text, size_t len, const
         }
         if (l.len >= 2 && l.ptr[0] == '#' && l.ptr[1] == '!')
             continue; /* #!name=, #!desc=, ...: metadata, nothing to run */
+        if (!warned_args && memmem(l.ptr, l.len, "{{{", 3) != NULL) {
+            warned_args = 1;
+            rw_warn(&p, "module arguments ({{{name}}}) are not filled in by chute: the lines "
+                        "keep them as written");
+        }
         if (is_comment(l))
             continue;
         if (l.ptr[0] == '[') {

@@ -80,7 +80,7 @@ rw_parse_url(struct rw_parser *p)
     u->repl_len = repl.len;
     if (u->repl == NULL)
         return rw_fail(p, "out of memory");
-    return (u->re = rw_regex(p, re, 0)) ? 0 : -1;
+    return rw_pattern_init(p, &u->pat, re);
 }
 
 int
@@ -134,7 +134,7 @@ rw_parse_header(struct rw_parser *p)
         return rw_fail(p, "out of memory");
     if (k == RW_HDR_REPLACE_REGEX && (h->vre = rw_regex(p, vre, 0)) == NULL)
         return -1;
-    return (h->re = rw_regex(p, re, 0)) ? 0 : -1;
+    return rw_pattern_init(p, &h->pat, re);
 }
 
 /* ---- [Map Local] ------------------------------------------------------------ */
@@ -157,7 +157,8 @@ b64_value(unsigned char c)
     return -1;
 }
 
-/* Standard or URL-safe base64, padding optional. -1 on a bad byte. */
+/* Standard or URL-safe base64, padding optional. -1 on a bad byte, -2
+ * when out of memory. */
 static int
 b64_decode(struct mem_slice in, char **out, size_t *outlen)
 {
@@ -167,7 +168,7 @@ b64_decode(struct mem_slice in, char **out, size_t *outlen)
         return -1;
     char *o = malloc(in.len * 3 / 4 + 1);
     if (o == NULL)
-        return -1;
+        return -2;
     size_t n = 0;
     uint32_t acc = 0;
     int bits = 0;
@@ -281,9 +282,14 @@ map_body(struct rw_parser *p, struct rw_map *m, int dt, struct mem_slice data, i
         break;
     case DT_BASE64:
         *ctype = "application/octet-stream";
-        if (b64_decode(data, &m->body, &m->body_len) != 0)
+        switch (b64_decode(data, &m->body, &m->body_len)) {
+        case 0:
+            return 0;
+        case -1:
             return rw_fail(p, "data is not base64");
-        return 0;
+        default:
+            return rw_fail(p, "out of memory");
+        }
     case DT_JSON:
         *ctype = "application/json";
         break;
@@ -352,7 +358,7 @@ rw_parse_map(struct rw_parser *p)
     const char *ctype = "";
     if (map_body(p, m, dt, data, have_data, &ctype) != 0 || build_extra(p, m, hdrs, ctype) != 0)
         return -1;
-    return (m->re = rw_regex(p, re, 0)) ? 0 : -1;
+    return rw_pattern_init(p, &m->pat, re);
 }
 
 /* ---- [Body Rewrite] --------------------------------------------------------- */
@@ -379,7 +385,7 @@ rw_parse_body(struct rw_parser *p)
         return rw_fail(p, "out of memory");
     body->response = is_tok(dir, "http-response");
     body->at = (struct rw_where){p->fname, p->line, 0};
-    if ((body->re = rw_regex(p, re, 0)) == NULL)
+    if (rw_pattern_init(p, &body->pat, re) != 0)
         return -1;
     while ((rc = rw_next(p, &a)) > 0) {
         if ((rc = rw_next(p, &b)) <= 0)

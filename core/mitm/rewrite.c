@@ -32,9 +32,9 @@ failed(struct mitm_rewrites *rw, struct rw_where *at, const char *what)
 
 /* rules_re_match over the URL, counting cuts. */
 static int
-match(struct mitm_rewrites *rw, const struct rules_re *re, struct mem_slice s, size_t *ov)
+match(struct mitm_rewrites *rw, const struct rw_pattern *pat, struct mem_slice s, size_t *ov)
 {
-    int rc = rules_re_match(re, s.ptr, s.len, ov, ov ? MAX_PAIRS : 0);
+    int rc = rw_pattern_match(pat, s, ov, ov ? MAX_PAIRS : 0);
     if (rc == RULES_RE_LIMIT)
         rw->st.limit_cuts++;
     return rc <= 0 ? 0 : rc > MAX_PAIRS ? MAX_PAIRS : rc;
@@ -92,17 +92,20 @@ subst_pass(struct mitm_rewrites *rw, const struct rules_re *re, const char *tmpl
 }
 
 /* Every match of |re| in |*s| replaced: 1 and |*s| the new text in the
- * arena, 0 when nothing matched, -1 when out of memory or over |cap|. */
+ * arena, 0 when nothing matched, -1 when out of memory or over |*budget|
+ * (what the message may still take of the arena; the new text's size is
+ * taken off it). */
 static int
 subst(struct mitm_rewrites *rw, struct mem_arena *a, const struct rules_re *re, const char *tmpl,
-      size_t tlen, struct mem_slice *s, size_t cap)
+      size_t tlen, struct mem_slice *s, size_t *budget)
 {
     size_t hits;
     size_t need = subst_pass(rw, re, tmpl, tlen, *s, NULL, &hits);
     if (hits == 0)
         return 0;
-    if (need > cap)
+    if (need > *budget)
         return -1;
+    *budget -= need;
     char *out = mem_arena_alloc(a, need);
     if (out == NULL)
         return -1;
@@ -119,16 +122,16 @@ wants_request(void *ud, const struct mitm_request *m)
     struct mitm_rewrites *rw = ud;
     const struct rw_rules *r = &rw->r;
     for (size_t i = 0; i < r->nurl; i++)
-        if (match(rw, r->url[i].re, m->url, NULL))
+        if (match(rw, &r->url[i].pat, m->url, NULL))
             return 1;
     for (size_t i = 0; i < r->nmap; i++)
-        if (match(rw, r->map[i].re, m->url, NULL))
+        if (match(rw, &r->map[i].pat, m->url, NULL))
             return 1;
     for (size_t i = 0; i < r->nhdr; i++)
-        if (!r->hdr[i].response && match(rw, r->hdr[i].re, m->url, NULL))
+        if (!r->hdr[i].response && match(rw, &r->hdr[i].pat, m->url, NULL))
             return 1;
     for (size_t i = 0; i < r->nbody; i++)
-        if (!r->body[i].response && match(rw, r->body[i].re, m->url, NULL))
+        if (!r->body[i].response && match(rw, &r->body[i].pat, m->url, NULL))
             return 1;
     return 0;
 }
@@ -137,7 +140,7 @@ static size_t
 body_wanted(struct mitm_rewrites *rw, const struct mitm_request *m, int response)
 {
     for (size_t i = 0; i < rw->r.nbody; i++)
-        if (rw->r.body[i].response == response && match(rw, rw->r.body[i].re, m->url, NULL))
+        if (rw->r.body[i].response == response && match(rw, &rw->r.body[i].pat, m->url, NULL))
             return rw->max_body;
     return 0;
 }
@@ -179,8 +182,14 @@ split_url(struct mem_slice u, const char **scheme, struct mem_slice *host, uint1
         alen++;
     struct mem_slice auth = mem_slice(u.ptr, alen);
     *path = mem_slice(u.ptr + alen, u.len - alen);
-    if (path->len == 0 || path->ptr[0] == '#')
+    const char *frag = memchr(path->ptr, '#', path->len); /* never sent */
+    if (frag != NULL)
+        path->len = (size_t)(frag - path->ptr);
+    if (path->len == 0)
         *path = MEM_SLICE_LIT("/");
+    for (size_t j = 0; j < path->len; j++)
+        if ((unsigned char)path->ptr[j] <= 0x20 || path->ptr[j] == 0x7f)
+            return -1; /* the request line is "METHOD path HTTP/1.1" */
     const char *colon = NULL;
     if (auth.len > 0 && auth.ptr[0] == '[') {
         const char *close = memchr(auth.ptr, ']', auth.len);
@@ -253,7 +262,16 @@ rewrite_url(struct mitm_request *m, struct mem_slice u)
         req->host = h;
         req->port = port;
     }
-    req->path = mem_arena_slice(m->arena, path);
+    if (path.ptr[0] == '?') { /* "http://h?q": origin-form starts with the slash */
+        char *p = mem_arena_alloc(m->arena, path.len + 1);
+        if (p == NULL)
+            return -1;
+        p[0] = '/';
+        memcpy(p + 1, path.ptr, path.len);
+        req->path = mem_slice(p, path.len + 1);
+    } else {
+        req->path = mem_arena_slice(m->arena, path);
+    }
     m->scheme = scheme;
     return req->path.ptr != NULL ? 0 : -1;
 }
@@ -312,7 +330,7 @@ edit_headers(struct mitm_rewrites *rw, struct mitm_request *m, struct http_fwd_f
 {
     for (size_t i = 0; i < rw->r.nhdr; i++) {
         struct rw_header *h = &rw->r.hdr[i];
-        if (h->response != response || !match(rw, h->re, m->url, NULL))
+        if (h->response != response || !match(rw, &h->pat, m->url, NULL))
             continue;
         struct mem_slice name = mem_slice(h->name, strlen(h->name));
         struct mem_slice value = mem_slice(h->value, h->value_len);
@@ -344,8 +362,8 @@ edit_headers(struct mitm_rewrites *rw, struct mitm_request *m, struct http_fwd_f
                 if (!ieq(f->v[j].name, name))
                     continue;
                 vals[k] = f->v[j].value;
-                int s = subst(rw, m->arena, h->vre, h->value, h->value_len, &vals[k],
-                              HTTP_MAX_HEAD);
+                size_t budget = HTTP_MAX_HEAD;
+                int s = subst(rw, m->arena, h->vre, h->value, h->value_len, &vals[k], &budget);
                 if (s < 0)
                     rc = -1;
                 applied |= s > 0;
@@ -382,17 +400,22 @@ static int
 edit_body(struct mitm_rewrites *rw, struct mitm_request *m, struct mem_slice *body, int response)
 {
     int changed = 0;
-    size_t cap = rw->max_body * 8;
+    /* Each pair writes a new body into the arena: all of them together
+     * may take 8 x max_body, so a module with many pairs cannot make one
+     * message hold megabytes. */
+    size_t budget = rw->max_body * 8;
     for (size_t i = 0; i < rw->r.nbody; i++) {
         struct rw_body *b = &rw->r.body[i];
-        if (b->response != response || !match(rw, b->re, m->url, NULL))
+        if (b->response != response || !match(rw, &b->pat, m->url, NULL))
             continue;
         for (size_t k = 0; k < b->npairs; k++) {
             int s = subst(rw, m->arena, b->pairs[k].re, b->pairs[k].repl, b->pairs[k].repl_len,
-                          body, cap);
-            if (s < 0)
-                failed(rw, &b->at, "the rewritten body is over 8 x max_body, or out of memory: "
-                                   "left as it was");
+                          body, &budget);
+            if (s < 0) {
+                failed(rw, &b->at, "the rewrites of this body would take over 8 x max_body, "
+                                   "or memory ran out: the rest left out");
+                return changed;
+            }
             changed |= s > 0;
         }
     }
@@ -406,7 +429,7 @@ on_request(void *ud, struct mitm_request *m, struct mitm_reply *out)
     struct rw_rules *r = &rw->r;
     size_t ov[2 * MAX_PAIRS];
     for (size_t i = 0; i < r->nurl; i++) {
-        int pairs = match(rw, r->url[i].re, m->url, ov);
+        int pairs = match(rw, &r->url[i].pat, m->url, ov);
         if (pairs == 0)
             continue;
         if (r->url[i].kind != RW_URL_HEADER) {
@@ -425,7 +448,7 @@ on_request(void *ud, struct mitm_request *m, struct mitm_reply *out)
     }
     for (size_t i = 0; i < r->nmap; i++) {
         struct rw_map *mp = &r->map[i];
-        if (!match(rw, mp->re, m->url, NULL))
+        if (!match(rw, &mp->pat, m->url, NULL))
             continue;
         memset(out, 0, sizeof(*out));
         out->status = mp->status;
@@ -453,7 +476,7 @@ wants_response(void *ud, const struct mitm_request *m)
 {
     struct mitm_rewrites *rw = ud;
     for (size_t i = 0; i < rw->r.nhdr; i++)
-        if (rw->r.hdr[i].response && match(rw, rw->r.hdr[i].re, m->url, NULL))
+        if (rw->r.hdr[i].response && match(rw, &rw->r.hdr[i].pat, m->url, NULL))
             return 1;
     return body_wanted(rw, m, 1) > 0;
 }

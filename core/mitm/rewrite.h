@@ -24,7 +24,8 @@
  * What chute cannot run is listed once at load through |warn|, never
  * dropped silently: each [Script] entry, each section chute does not know
  * (with how many lines it had), unknown [Map Local] options and [MITM]
- * keys, Body Rewrite's jq lines. Malformed lines are errors naming
+ * keys, Body Rewrite's jq lines, module arguments ({{{name}}}, left as
+ * written). Malformed lines are errors naming
  * file:line and the value, with the syntax.
  *
  * How they apply, in Surge's order: a request's URL (mitm_request.url, as
@@ -41,8 +42,9 @@
  * req->port and m->scheme with what the flow connects to and reroutes.
  *
  * Bodies: a Body Rewrite line asks for at most max_body bytes (default
- * MITM_REWRITE_MAX_BODY); a body rewritten into more than 8 × max_body
- * bytes is left as it was (counted as a failure). A body replaced here has
+ * MITM_REWRITE_MAX_BODY); the rewrites of one body may write 8 × max_body
+ * bytes in all (each pair writes a new copy), past that the remaining
+ * pairs are left out (counted as a failure). A body replaced here has
  * a new length: the owner re-frames it (Content-Length cannot be set
  * through http_fwd_field_*).
  *

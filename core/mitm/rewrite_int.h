@@ -26,6 +26,19 @@ enum rw_hdr_op {
     RW_HDR_REPLACE_REGEX,
 };
 
+/* A URL pattern: the regex, and what any URL it matches must start with,
+ * read off the regex when it is plain enough ("^https?://ads\.example\.com/..."
+ * must start with "http://ads.example.com/" or "https://..."), so that
+ * most rules cost a memcmp on most URLs instead of a regex run. */
+struct rw_pattern {
+    struct rules_re *re;
+    uint8_t scheme; /* 0: no prefilter; RW_SCHEME_HTTP, _HTTPS, or both */
+    uint8_t len;
+    char lit[62];
+};
+#define RW_SCHEME_HTTP 1
+#define RW_SCHEME_HTTPS 2
+
 /* Where a rule was written, for runtime messages. |file| points into the
  * set's file list. */
 struct rw_where {
@@ -35,7 +48,7 @@ struct rw_where {
 };
 
 struct rw_url {
-    struct rules_re *re;
+    struct rw_pattern pat;
     char *repl;
     size_t repl_len;
     int kind;
@@ -43,7 +56,7 @@ struct rw_url {
 };
 
 struct rw_header {
-    struct rules_re *re;
+    struct rw_pattern pat;
     int response;
     int op;
     char *name;
@@ -54,7 +67,7 @@ struct rw_header {
 };
 
 struct rw_map {
-    struct rules_re *re;
+    struct rw_pattern pat;
     int status;
     char *body;
     size_t body_len;
@@ -69,7 +82,7 @@ struct rw_pair {
 };
 
 struct rw_body {
-    struct rules_re *re;
+    struct rw_pattern pat;
     int response;
     struct rw_pair *pairs;
     size_t npairs;
@@ -139,6 +152,12 @@ int rw_fail(struct rw_parser *p, const char *fmt, ...) __attribute__((format(pri
 void rw_warn(struct rw_parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* |t| compiled ("(?m)" first with |multiline|), or NULL with err set. */
 struct rules_re *rw_regex(struct rw_parser *p, struct mem_slice t, int multiline);
+/* pattern.c: compiles the URL regex |t| into |pat|: 0, or -1 with err set. */
+int rw_pattern_init(struct rw_parser *p, struct rw_pattern *pat, struct mem_slice t);
+/* rules_re_match over |url| when the prefilter lets it through: the pairs
+ * set in |ov| (up to |npairs|), 0 on no match, RULES_RE_LIMIT when cut. */
+int rw_pattern_match(const struct rw_pattern *pat, struct mem_slice url, size_t *ov, int npairs);
+
 /* A malloc'd NUL-terminated copy of |t| (NULL when out of memory). */
 char *rw_strdup(struct mem_slice t);
 /* A zeroed new last element of the array |*v| of |*n| elements of |size|

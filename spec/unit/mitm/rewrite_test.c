@@ -18,6 +18,7 @@
 
 #include "http/http.h"
 #include "mitm/rewrite.h"
+#include "rules/re.h"
 
 static struct mem_arena arena;
 static struct http_fwd_req req;
@@ -256,6 +257,31 @@ test_url_header_mode(void **state)
     assert_true(mem_slice_eq(req.host, MEM_SLICE_LIT("other.example.net")));
     assert_int_equal(req.port, 8443);
     assert_true(mem_slice_eq(mr.host, MEM_SLICE_LIT("api.example.com"))); /* as the flow names it */
+
+    /* http://, a query without a path, a fragment: what goes upstream. */
+    static const char m4[] = "[URL Rewrite]\n"
+                             "^https://q\\.test/a(.*) http://q.test?x$1#frag header\n"
+                             "^https://q\\.test/b(.*) \"https://q.test/a b\" header\n";
+    char err[300];
+    struct mitm_rewrites *r4 = mitm_rewrites_new();
+    assert_int_equal(mitm_rewrites_load(r4, m4, sizeof(m4) - 1, "m4", NULL, NULL, NULL, err,
+                                        sizeof(err)),
+                     0);
+    const struct mitm_hooks *h4 = mitm_rewrites_hooks(r4);
+    struct mitm_reply r;
+    request("GET", "https://q.test/a=1", "");
+    assert_int_equal(h4->on_request(h4->ud, &mr, &r), 0);
+    assert_string_equal(upstream_head(), "GET /?x=1 HTTP/1.1\r\nHost: q.test\r\n\r\n");
+    assert_string_equal(mr.scheme, "http");
+    assert_int_equal(req.port, 80); /* the owner connects to port 80, in clear */
+    request("GET", "https://q.test/b", ""); /* a space cannot go in a request line */
+    assert_int_equal(h4->on_request(h4->ud, &mr, &r), 0);
+    assert_string_equal(upstream_head(), "GET /b HTTP/1.1\r\nHost: q.test\r\n\r\n");
+    struct mitm_rewrite_stats st;
+    mitm_rewrites_stats(r4, &st);
+    assert_int_equal(st.url_header, 1);
+    assert_int_equal(st.failures, 1);
+    mitm_rewrites_free(r4);
 }
 
 static void
@@ -441,6 +467,25 @@ test_body_edges(void **state)
     h2->on_response(h2->ud, &mr, &resp, &body, &len);
     assert_ptr_equal(body, in);
     mitm_rewrites_free(r2);
+
+    /* Pairs that double the body: together they may write 8 x max_body. */
+    static const char m5[] = "[Body Rewrite]\n"
+                             "http-response . (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0\n";
+    struct mitm_rewrites *r5 = mitm_rewrites_new();
+    assert_int_equal(mitm_rewrites_load(r5, m5, sizeof(m5) - 1, "m5", NULL, NULL, NULL, err,
+                                        sizeof(err)),
+                     0);
+    mitm_rewrites_set_max_body(r5, 16);
+    const struct mitm_hooks *h5 = mitm_rewrites_hooks(r5);
+    body = "0123456789";
+    len = 10;
+    h5->on_response(h5->ud, &mr, &resp, &body, &len);
+    assert_int_equal(len, 40); /* 20 + 40 written; 80 more is over 128 */
+    struct mitm_rewrite_stats st;
+    mitm_rewrites_stats(r5, &st);
+    assert_int_equal(st.failures, 1);
+    assert_int_equal(st.body_response, 1);
+    mitm_rewrites_free(r5);
 }
 
 /* Loads one module: 0 or -1 with the message in |err|. */
@@ -519,6 +564,25 @@ test_errors(void **state)
         "([URL Rewrite], [MITM], ...)");
 }
 
+/* Surge's module arguments are not filled in: said once per module. */
+static void
+test_arguments_warned(void **state)
+{
+    (void)state;
+    static const char m6[] = "#!arguments=host:a.test\n[URL Rewrite]\n"
+                             "^https://{{{host}}}/ https://b.test/ 302\n"
+                             "^https://{{{host}}}/x https://b.test/ 302\n";
+    char err[300];
+    struct mitm_rewrites *r6 = mitm_rewrites_new();
+    warnings[0] = '\0';
+    assert_int_equal(mitm_rewrites_load(r6, m6, sizeof(m6) - 1, "m6", NULL, on_warn, NULL, err,
+                                        sizeof(err)),
+                     0);
+    assert_string_equal(warnings, "m6:3: module arguments ({{{name}}}) are not filled in by "
+                                  "chute: the lines keep them as written\n");
+    mitm_rewrites_free(r6);
+}
+
 /* A failed load adds nothing; loads add up; hostname lines append,
  * insert, or replace the list. */
 static void
@@ -582,6 +646,53 @@ test_refused_edits(void **state)
     mitm_rewrites_free(r3);
 }
 
+/* The URL prefilter never changes an answer: every pattern against every
+ * URL, as a one-line module, agrees with the regex run alone. */
+static void
+test_prefilter_agrees(void **state)
+{
+    (void)state;
+    static const char *const pats[] = {
+        "^https?://a\\.test/x?",     "^https://b\\.test/a+b",  "^https://c\\.test|^https://d\\.test",
+        "^http://e\\.test",          "^https?:\\/\\/f\\.test/", "^http(s)?://g\\.test:8443/",
+        "^https://h\\.tes{0}t",      "^https://(www\\.)?i\\.test", "^https://j\\.test/a*",
+        "^https://k\\.test/(?i)ABC", "^HTTPS://l\\.test",      "https://m\\.test",
+        "^https://n-o_p\\.test/q:r", "^https://s\\.test\\d",   "^https?://",
+        "^https://t\\.test/(a|b)",  "^https://u\\.test/[|]|^https://v", "^https://w\\Q|\\E|^https://y",
+        "^https://z\\.test(?x)|^https://m", "^https://q\\.test(?#)|^https://m",
+    };
+    static const char *const urls[] = {
+        "https://a.test/",     "https://a.test/x",     "http://a.test/y",     "https://b.test/ab",
+        "https://b.test/aaab", "https://b.test/b",     "https://d.test/",     "https://c.test",
+        "http://e.test/",      "https://e.test/",      "https://f.test/",     "http://f.test/z",
+        "https://g.test:8443/", "http://g.test/",      "https://h.tet",       "https://h.test",
+        "https://www.i.test",  "https://i.test",       "https://j.test/",     "https://k.test/abc",
+        "https://l.test",      "https://x/https://m.test", "https://n-o_p.test/q:r", "https://s.test1",
+        "https://s.test",      "ftp://x",              "",                    "https://t.test/b",
+        "https://u.test/|",    "https://v",            "https://w|",          "https://y",
+        "https://z.test",      "https://m",            "https://q.test",
+    };
+    for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++) {
+        char text[300], err[300];
+        snprintf(text, sizeof(text), "[Header Rewrite]\n%s header-add X 1\n", pats[i]);
+        struct mitm_rewrites *r = mitm_rewrites_new();
+        assert_int_equal(mitm_rewrites_load(r, text, strlen(text), "p", NULL, NULL, NULL, err,
+                                            sizeof(err)),
+                         0);
+        struct rules_re *re = rules_re_new(pats[i], strlen(pats[i]), 0, err, sizeof(err));
+        assert_non_null(re);
+        const struct mitm_hooks *h = mitm_rewrites_hooks(r);
+        for (size_t k = 0; k < sizeof(urls) / sizeof(urls[0]); k++) {
+            struct mitm_request q = {.url = mem_slice(urls[k], strlen(urls[k]))};
+            int want = rules_re_match(re, urls[k], strlen(urls[k]), NULL, 0) > 0;
+            if (h->wants_request(h->ud, &q) != want)
+                fail_msg("'%s' on '%s': want %d", pats[i], urls[k], want);
+        }
+        rules_re_free(re);
+        mitm_rewrites_free(r);
+    }
+}
+
 int
 main(void)
 {
@@ -598,6 +709,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_loads_add_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_edits, setup, teardown),
+        cmocka_unit_test(test_prefilter_agrees),
+        cmocka_unit_test(test_arguments_warned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
