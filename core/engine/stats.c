@@ -9,6 +9,7 @@
 #include "log/counter.h"
 #include "log/log.h"
 #include "mitm/mitm.h"
+#include "mitm/rewrite.h"
 #include "netstack/netstack.h"
 #include "outbound/set.h"
 #include "script/script.h"
@@ -36,6 +37,7 @@ struct snapshot {
     struct tls_stats tls;
     struct mitm_stats mitm;
     struct tls_mint_stats mint;
+    struct mitm_rewrite_stats rewrite;
     struct tun_stats tun; /* these three only while the TUN runs */
     struct netstack_stats net;
     struct flow_udp_stats udp;
@@ -73,6 +75,8 @@ snapshot(const struct engine *e, struct snapshot *s)
         mitm_stats(e->mitm, &s->mitm);
     if (e->mitm_cur.mint != NULL)
         tls_mint_stats(e->mitm_cur.mint, &s->mint);
+    if (e->script != NULL && script_rewrites(e->script) != NULL)
+        mitm_rewrites_stats(script_rewrites(e->script), &s->rewrite);
     if (e->tun != NULL) {
         tun_stats(e->tun, &s->tun);
         netstack_stats(&s->net);
@@ -113,6 +117,7 @@ engine_stats_log(struct engine *e)
         const struct log_counter_group mitm[] = {
             {"", mitm_counters, &s.mitm},
             {"mitm_", tls_mint_counters, &s.mint},
+            {"", mitm_rewrite_counters, &s.rewrite},
         };
         line[0] = '\0';
         log_counters_format(line, sizeof(line), mitm, sizeof(mitm) / sizeof(mitm[0]));
