@@ -17,7 +17,6 @@
 
 struct pool_req {
     struct pool *p;
-    int cold;
     void *h;                  /* the connector's handle (cold) */
     struct io_stream *s;      /* the warm stream, until delivered */
     struct io_soon later;
@@ -366,7 +365,6 @@ pool_acquire(struct pool *p, pool_conn_cb cb, void *arg)
         io_soon_init(&r->later, on_warm, r);
         io_soon_arm(p->loop, &r->later);
     } else {
-        r->cold = 1;
         r->h = p->c->open(p->ud, on_cold, r);
         if (r->h == NULL) {
             req_free(r);
@@ -388,12 +386,6 @@ pool_acquire_cancel(struct pool_req *r)
     if (r->h != NULL)
         r->p->c->cancel(r->h);
     req_free(r);
-}
-
-int
-pool_req_cold(const struct pool_req *r)
-{
-    return r->cold;
 }
 
 const struct log_counter pool_counters[] = {

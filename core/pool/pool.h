@@ -113,9 +113,6 @@ struct pool_req;
  * out of memory. */
 struct pool_req *pool_acquire(struct pool *p, pool_conn_cb cb, void *arg);
 void pool_acquire_cancel(struct pool_req *r);
-/* Whether the request is waiting for a fresh connection (not a warm one):
- * for the owner's timeout message. */
-int pool_req_cold(const struct pool_req *r);
 
 /* ---- demand.c: the size from the demand of the last minute ---------------- */
 
