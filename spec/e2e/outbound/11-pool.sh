@@ -21,25 +21,39 @@ trojan_start 4443 pool-pw "$DL_SRV4"
 N=${POOL_FETCHES:-12}
 RTT=0.050
 
-tun_bundle <<LUA
-chute.proxy "tjp" { type = "trojan", server = "$DL_SRV4", port = 4443, password = "pool-pw",
-                    sni = "trojan.test", skip_cert_verify = true,
-                    pool = { max_idle = 4, idle_timeout = 60 } }
-chute.proxy "tjc" { type = "trojan", server = "$DL_SRV4", port = 4443, password = "pool-pw",
-                    sni = "trojan.test", skip_cert_verify = true, pool = false }
+# bundle TJX_MAX_IDLE: tjp pooled, tjc not, tjx pooled with TJX_MAX_IDLE
+# (a reload that changes it makes tjx another proxy).
+bundle() {
+    tun_bundle <<LUA
+local tj = { type = "trojan", server = "$DL_SRV4", port = 4443, password = "pool-pw",
+             sni = "trojan.test", skip_cert_verify = true }
+local function with(extra)
+  local c = {}
+  for k, v in pairs(tj) do c[k] = v end
+  for k, v in pairs(extra) do c[k] = v end
+  return c
+end
+chute.proxy "tjp" (with { pool = { max_idle = 4, idle_timeout = 60 } })
+chute.proxy "tjc" (with { pool = false })
+chute.proxy "tjx" (with { pool = { max_idle = $1 } })
 function chute.route(flow)
+  if flow.dst_ip == "$SRV6" then return "tjx" end
   if flow.dst_port == $ALT_PORT then return "tjc" end
   return "tjp"
 end
 LUA
+}
+bundle 4
 tun_chute_start
 
-# pool_read NAME PREFIX: the newest "pool NAME ..." line (after a
-# stats_read) as shell variables PREFIX_key.
+# pool_read NAME PREFIX: NAME's line in the newest stats block (after a
+# stats_read) as shell variables PREFIX_key; fails when the block has none.
 pool_read() {
-    local line kv
-    line=$(grep -E " pool $1 " "$CHUTE_LOG" | tail -n 1)
-    [ -n "$line" ] || fail "no 'pool $1' line in the stats"
+    local line kv prev at
+    prev=$(grep -n -E ' stats flows_active=' "$CHUTE_LOG" | tail -n 2 | head -n -1 | cut -d: -f1)
+    at=$(grep -n -E " pool $1 " "$CHUTE_LOG" | tail -n 1)
+    [ -n "$at" ] && [ "${at%%:*}" -gt "${prev:-0}" ] || fail "no 'pool $1' line in the newest stats"
+    line=${at#*:}
     for kv in $(grep -o -E '[a-z_]+=[0-9]+' <<<"$line"); do
         printf -v "${2}_${kv%%=*}" '%s' "${kv#*=}"
     done
@@ -83,6 +97,27 @@ assert_ge 1 "$P_resumed" "tjp: refills that resumed the TLS session"
 assert_eq 0 "$P_retried" "tjp: retried hand-outs"
 [ "$(grep -c -E ' pool tjc ' "$CHUTE_LOG")" = 0 ] || fail "tjc (pool = false) has a pool"
 assert_log "tcp tun .* -> $SRV4:$HTTP_PORT policy=tjp .*close=done" "a tjp flow line"
+
+check "a reload keeps the pool of an unchanged proxy, drops a changed one's"
+fetch6() {
+    assert_eq "$SHA_SMALL" "$(cli_fetch_sha -H "Connection: close" --max-time 10 "http://[$SRV6]:$HTTP_PORT/small")" "a fetch through tjx"
+}
+fetch6
+sleep 0.3
+fetch6
+bundle 3
+kill -HUP "$CHUTE_PID"
+wait_log "reloaded .*rule version 2" || fail "chute did not reload"
+fetch6
+stats_read
+pool_read tjp H
+pool_read tjx X
+say "after the reload: $(grep -E ' pool tjp ' "$CHUTE_LOG" | tail -n 1 | cut -c31-)"
+say "after the reload: $(grep -E ' pool tjx ' "$CHUTE_LOG" | tail -n 1 | cut -c31-)"
+assert_eq "$P_warm" "$H_warm" "tjp's warm count after the reload (the same pool)"
+assert_eq "$P_idle" "$H_idle" "tjp's idle connections after the reload"
+assert_eq "1 0" "$X_cold $X_warm" "tjx's cold and warm counts (a new pool: it changed)"
+P_discarded_dead=$H_discarded_dead P_idle=$H_idle P_retried=$H_retried
 
 check "a server restart kills the idle connections: discarded, not handed out"
 assert_ge 1 "$P_idle" "idle connections held before the restart"
