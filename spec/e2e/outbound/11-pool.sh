@@ -10,14 +10,19 @@
 # pool's counters show warm hand-outs and resumed sessions. Then the
 # server restarts while connections sit idle in the pool: the pool
 # notices they are dead and discards them (none handed out, none retried)
-# and the next flow still succeeds.
+# and the next flow still succeeds. Last, Shadowsocks with pool = {}
+# ("ssp"; off by default for proxies without TLS) is handed warm
+# connections too. (ss-server's -t does not close a connection that has
+# sent nothing yet, so it cannot play a server closing idle connections.)
 . "$(dirname "$0")/outlib.bash"
 need_root
-need_cmd trojan openssl
+need_cmd trojan openssl ss-server
 netns_setup
 servers_start http
 delay_link_start 0 50
 trojan_start 4443 pool-pw "$DL_SRV4"
+bg_in "$NS_SRV" "$NETNS_TMP/ss.log" ss-server -s "$DL_SRV4" -p 8388 -k pool-pw -m aes-128-gcm -t 60
+wait_tcp "$NS_SRV" "$DL_SRV4" 8388 10 || fail "ss-server did not start"
 N=${POOL_FETCHES:-12}
 RTT=0.050
 
@@ -36,8 +41,10 @@ end
 chute.proxy "tjp" (with { pool = { max_idle = 4, idle_timeout = 60 } })
 chute.proxy "tjc" (with { pool = false })
 chute.proxy "tjx" (with { pool = { max_idle = $1 } })
+chute.proxy "ssp" { type = "shadowsocks", server = "$DL_SRV4", port = 8388, password = "pool-pw",
+                    cipher = "aes-128-gcm", pool = {} }
 function chute.route(flow)
-  if flow.dst_ip == "$SRV6" then return "tjx" end
+  if flow.dst_ip == "$SRV6" then return flow.dst_port == $ALT_PORT and "ssp" or "tjx" end
   if flow.dst_port == $ALT_PORT then return "tjc" end
   return "tjp"
 end
@@ -137,6 +144,18 @@ assert_eq "$SHA_SMALL" "$(cli_fetch_sha -H "Connection: close" --max-time 10 "ht
 stats_read
 pool_read tjp A
 assert_eq "$P_retried" "$A_retried" "hand-outs retried (a dead one handed out)"
+check "shadowsocks through its pool"
+fetch_ss() {
+    assert_eq "$SHA_SMALL" "$(cli_fetch_sha -H "Connection: close" --max-time 10 "http://[$SRV6]:$ALT_PORT/small")" "a fetch through ssp"
+}
+fetch_ss
+sleep 0.5
+fetch_ss
+stats_read
+pool_read ssp Q
+say "$(grep -E ' pool ssp ' "$CHUTE_LOG" | tail -n 1 | cut -c31-)"
+assert_ge 1 "$Q_warm" "ssp: warm hand-outs"
+assert_eq 0 "$Q_retried" "ssp: retried hand-outs"
 assert_decided_once
 chute_alive
 pass
