@@ -161,9 +161,11 @@ guard_read(struct io_stream *s, void *buf, size_t len)
         return -1;
     }
     ssize_t n = io_read(s->inner, buf, len);
+    /* A clean end after the flow ended its own side may be the answer (a
+     * server that takes an upload and closes): not a dead connection. */
     if (n > 0 && g->p != NULL)
         commit(g);
-    else if (g->p != NULL && failed(n) && retry(g)) {
+    else if (g->p != NULL && failed(n) && !(n == 0 && g->shut) && retry(g)) {
         errno = EAGAIN;
         return -1;
     }
