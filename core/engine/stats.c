@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <string.h>
 
 #include "chute/chute.h"
 #include "dns/dns.h"
@@ -96,6 +97,15 @@ engine_stats_log(struct engine *e)
         outbound_set_describe(e->out.set, groups, sizeof(groups));
         if (groups[0] != '\0')
             LOG_INFO("groups %s", groups);
+        /* One line per proxy pool: "pool tj warm=12 cold=1 ...". */
+        char pools[4096];
+        outbound_set_pools_describe(e->out.set, pools, sizeof(pools));
+        for (char *l = pools, *nl; *l != '\0'; l = nl) {
+            nl = l + strcspn(l, "\n");
+            if (*nl == '\n')
+                *nl++ = '\0';
+            LOG_INFO("pool %s", l);
+        }
     }
     const struct log_counter_group engine[] = {
         {"", flow_table_counters, &s.flows},

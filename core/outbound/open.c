@@ -7,6 +7,7 @@
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
 #include "outbound/set.h"
+#include "outbound/set_int.h"
 #include "outbound/transport.h"
 
 /* outbound_open: a group picks its member, then DIRECT connects, or the
@@ -241,6 +242,17 @@ static const struct outbound_proto_ops protos[] = {
     [OUTBOUND_TROJAN] = {.tls = always, .start = start_trojan},
 };
 
+void
+outbound_transport_kind(const struct outbound_proxy *p, int *tls, const char *const **alpn,
+                        size_t *nalpn)
+{
+    const struct outbound_proto_ops *proto = &protos[p->type];
+
+    *tls = proto->tls(p);
+    *alpn = proto->alpn;
+    *nalpn = proto->nalpn;
+}
+
 /* ---- connecting --------------------------------------------------------- */
 
 static void
@@ -312,7 +324,8 @@ outbound_open(const struct outbound_env *env, int policy, const struct flow_addr
     } else {
         o->proto = &protos[o->p->type];
         o->state = O_TRANSPORT;
-        o->tr = outbound_transport_open(env, o->p, o->proto->tls(o->p), o->proto->alpn,
+        struct pool *pool = o->set != NULL ? outbound_set_pool(o->set, o->policy) : NULL;
+        o->tr = outbound_transport_open(env, o->p, pool, o->proto->tls(o->p), o->proto->alpn,
                                         o->proto->nalpn, timeout, on_transport, o);
     }
     if (o->oc == NULL && o->tr == NULL) {

@@ -17,6 +17,7 @@
 #include "flow/flow-t.h"
 
 #include "io/io.h"
+#include "pool/pool.h"
 
 struct tls_ctx;
 
@@ -50,6 +51,9 @@ struct outbound_proxy {
     size_t key_len;
     /* Trojan: hex(SHA224(password)), filled at load. */
     char trojan_hash[57];
+    /* Warm connections (pool = {...}): on by default for TLS-based
+     * proxies (Trojan, https), whose handshakes cost the most. */
+    struct pool_opts pool;
     char where[96];                /* "main.lua:12": where the bundle declared it */
 };
 

@@ -60,6 +60,7 @@ now(const struct outbound_set *s)
 static void
 set_free(struct outbound_set *s)
 {
+    outbound_set_pools_drop(s);
     for (size_t i = 0; i < s->ngroups; i++) {
         free(s->groups[i].cfg.members);
         free(s->groups[i].m);
@@ -72,6 +73,7 @@ set_free(struct outbound_set *s)
     free(s->interned);
     free(s->use_at);
     free(s->uses);
+    free(s->pools);
     free(s->view);
     free(s);
 }
@@ -274,6 +276,8 @@ outbound_set_start(struct outbound_set *s, const struct outbound_env *env,
         carry_over(s, REAL(prev));
     if (env == NULL)
         return; /* nothing to run the checks on: results carried over only */
+    if (prev != NULL)
+        outbound_set_pools_carry(s, (struct outbound_set *)prev);
     s->env = env;
     s->running = 1;
     outbound_set_health_start(s);
@@ -282,6 +286,7 @@ outbound_set_start(struct outbound_set *s, const struct outbound_env *env,
 void
 outbound_set_stop(struct outbound_set *s)
 {
+    outbound_set_pools_drop(s); /* those a reload carried over are no longer here */
     if (!s->running)
         return;
     outbound_set_health_stop(s);
@@ -532,6 +537,8 @@ outbound_set_report(struct outbound_set *s, int policy, int failed)
         struct group *g = &s->groups[i];
         struct member *m = &g->m[j];
         if (failed) {
+            if (m->health != HEALTH_DOWN)
+                outbound_set_pool_drain(s, policy); /* a member marked down drops its pool */
             m->health = HEALTH_DOWN;
             snprintf(m->error, sizeof(m->error), "connection failed");
             if (g->hg != NULL)
@@ -556,6 +563,8 @@ outbound_set_check_result(struct outbound_set *s, size_t g, size_t m, int ms, co
     s->st.checks++;
     mb->retry_at = 0;
     if (ms < 0) {
+        if (mb->health != HEALTH_DOWN)
+            outbound_set_pool_drain(s, mb->policy);
         s->st.check_failures++;
         mb->health = HEALTH_DOWN;
         mb->latency = -1;

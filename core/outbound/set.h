@@ -23,6 +23,7 @@
 #include "log/counter.h"
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
+#include "pool/pool.h"
 
 enum outbound_group_type {
     OUTBOUND_GROUP_SELECT = 0,
@@ -55,9 +56,11 @@ void outbound_set_unref(struct outbound_set *s);
 /* Starts the health checks on |env|'s loop (env must outlive the set's
  * checks: outbound_set_stop stops them). Keeps the select choices and the
  * health results of |prev| (a reload) for groups and members of the same
- * names. */
+ * names, and takes over |prev|'s connection pools of proxies whose
+ * settings did not change (|prev| loses them: its stop drains the rest). */
 void outbound_set_start(struct outbound_set *s, const struct outbound_env *env,
                         const struct outbound_set *prev);
+/* Stops the checks and frees the set's connection pools. */
 void outbound_set_stop(struct outbound_set *s);
 
 /* True if a proxy of the set speaks TLS (Trojan, https). NULL: false. */
@@ -85,6 +88,14 @@ void outbound_set_report(struct outbound_set *s, int policy, int failed);
 
 /* One line per group for the stats log: "auto=url-test:hk hk=12ms jp=down". */
 void outbound_set_describe(const struct outbound_set *s, char *buf, size_t len);
+
+/* The connection pools (core/pool), one line per proxy that has one:
+ * "tj warm=12 cold=1 resumed=3 ..." (pool_counters' keys), lines joined
+ * by '\n'; "" when none. */
+void outbound_set_pools_describe(const struct outbound_set *s, char *buf, size_t len);
+/* The counters of |proxy|'s pool: 0, or -1 when it has none (yet). */
+int outbound_set_pool_stats(const struct outbound_set *s, const char *proxy,
+                            struct pool_stats *out);
 
 /* The groups' counters, one X(field, key) each (log/counter.h). */
 #define OUTBOUND_SET_STATS(X)                                                                      \

@@ -18,6 +18,15 @@ struct member {
 };
 
 struct health_group;
+struct pool;
+
+/* set_pool.c: a proxy's pool and what its connector needs to find the
+ * proxy (the pool's |ud|; a reload moves the pool to the new set's slot). */
+struct pool_slot {
+    struct pool *pool;        /* NULL until a flow uses the proxy */
+    struct outbound_set *set;
+    size_t idx;               /* into set->proxies */
+};
 
 struct group {
     struct outbound_group_cfg cfg;
@@ -46,6 +55,7 @@ struct outbound_set {
      * uses[use_at[id] .. use_at[id + 1]) (id 1, REJECT, has none). */
     size_t *use_at;
     struct member_use { uint32_t g, m; } *uses;
+    struct pool_slot *pools;  /* nproxies, NULL until the first pool */
     const struct outbound_env *env; /* set by outbound_set_start */
     int running;
     struct outbound_set_stats st;
@@ -60,5 +70,16 @@ void outbound_set_health_recheck(struct outbound_set *s, size_t g, size_t m);
 /* set.c: records a check of member |m| of group |g|: |ms| >= 0 up with
  * that latency, else down with |err|. */
 void outbound_set_check_result(struct outbound_set *s, size_t g, size_t m, int ms, const char *err);
+
+/* set_pool.c. The pool of proxy |policy| for a new connection (made on
+ * first use), or NULL: no pool for it, or the set is not running. */
+struct pool *outbound_set_pool(struct outbound_set *s, int policy);
+/* A reload: takes over the pools of |prev|'s proxies that are the same
+ * (same name, same settings) in |s|. */
+void outbound_set_pools_carry(struct outbound_set *s, struct outbound_set *prev);
+/* Frees every pool (the set stops). */
+void outbound_set_pools_drop(struct outbound_set *s);
+/* A group marked proxy |policy| down: its idle connections go. */
+void outbound_set_pool_drain(struct outbound_set *s, int policy);
 
 #endif

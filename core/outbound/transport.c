@@ -5,14 +5,16 @@
 
 #include "flow/addr.h"
 #include "outbound/transport.h"
+#include "pool/pool.h"
 #include "tls/tls.h"
 
 /* A connection to a proxy's server, as a stream: TCP, then TLS when the
  * protocol runs inside it (Trojan, https proxies). What goes over it for a
- * destination is the protocol's business (open.c); this is the seam where
- * a pool of warm connections will hand out transports instead. */
+ * destination is the protocol's business (open.c). With a pool the
+ * connection comes from it (warm, or opened by it through this file's
+ * plain path, set_pool.c). */
 
-enum tstate { T_CONNECT, T_TLS };
+enum tstate { T_CONNECT, T_TLS, T_POOL };
 
 struct outbound_transport {
     const struct outbound_env *env;
@@ -23,6 +25,7 @@ struct outbound_transport {
     size_t nalpn;
     struct outbound_connect *oc;
     struct tls_handshake *th;
+    struct pool_req *pr;
     outbound_transport_cb cb;
     void *arg;
 };
@@ -35,6 +38,15 @@ finish(struct outbound_transport *t, struct io_stream *s, int err, const char *w
 
     free(t);
     cb(arg, s, err, why);
+}
+
+static void
+on_pooled(void *arg, struct io_stream *s, int err, const char *why)
+{
+    struct outbound_transport *t = arg;
+
+    t->pr = NULL;
+    finish(t, s, err, why);
 }
 
 static void
@@ -118,9 +130,9 @@ on_connected(void *arg, int fd, int err, const char *why)
 }
 
 struct outbound_transport *
-outbound_transport_open(const struct outbound_env *env, const struct outbound_proxy *p, int tls,
-                        const char *const *alpn, size_t nalpn, double timeout,
-                        outbound_transport_cb cb, void *arg)
+outbound_transport_open(const struct outbound_env *env, const struct outbound_proxy *p,
+                        struct pool *pool, int tls, const char *const *alpn, size_t nalpn,
+                        double timeout, outbound_transport_cb cb, void *arg)
 {
     struct outbound_transport *t = calloc(1, sizeof(*t));
 
@@ -128,6 +140,15 @@ outbound_transport_open(const struct outbound_env *env, const struct outbound_pr
         return NULL;
     *t = (struct outbound_transport){.env = env, .p = p, .state = T_CONNECT, .tls = tls,
                                      .alpn = alpn, .nalpn = nalpn, .cb = cb, .arg = arg};
+    if (pool != NULL) {
+        t->state = T_POOL;
+        t->pr = pool_acquire(pool, on_pooled, t);
+        if (t->pr == NULL) {
+            free(t);
+            return NULL;
+        }
+        return t;
+    }
     t->oc = outbound_direct_connect(env, &p->server, timeout, on_connected, t);
     if (t->oc == NULL) {
         free(t);
@@ -143,11 +164,16 @@ outbound_transport_cancel(struct outbound_transport *t)
         outbound_connect_cancel(t->oc);
     if (t->th != NULL)
         tls_handshake_cancel(t->th);
+    if (t->pr != NULL)
+        pool_acquire_cancel(t->pr);
     free(t);
 }
 
 const char *
 outbound_transport_timeout_why(const struct outbound_transport *t)
 {
+    if (t->state == T_POOL)
+        return t->tls ? "proxy server: connect or tls handshake timeout"
+                      : "proxy server: connect timeout";
     return t->state == T_CONNECT ? "proxy server: connect timeout" : "tls handshake timeout";
 }

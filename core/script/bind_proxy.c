@@ -5,6 +5,7 @@
 
 #include "log/log.h"
 #include "outbound/set.h"
+#include "pool/pool.h"
 #include "tls/tls.h"
 #include "script/script_int.h"
 
@@ -21,8 +22,10 @@ struct field {
     int type; /* LUA_T* */
 };
 
+/* LUA_TNONE: a field of more than one type, checked by its reader. */
 static const struct field common_fields[] = {
     {"type", LUA_TSTRING}, {"server", LUA_TSTRING}, {"port", LUA_TNUMBER}, {"udp", LUA_TBOOLEAN},
+    {"pool", LUA_TNONE},
 };
 static const struct field socks_fields[] = {{"username", LUA_TSTRING}, {"password", LUA_TSTRING}};
 static const struct field http_fields[] = {
@@ -144,7 +147,7 @@ check_keys(lua_State *L, int t, const struct field *extra, size_t nextra, const 
             luaL_pushresult(&b);
             return lua_tostring(L, -1);
         }
-        if (lua_type(L, -1) != f->type) {
+        if (f->type != LUA_TNONE && lua_type(L, -1) != f->type) {
             return lua_pushfstring(L, "field '%s': expected %s, got %s", k, lua_typename(L, f->type),
                                    luaL_typename(L, -1));
         }
@@ -169,6 +172,54 @@ read_ca(lua_State *L, struct script *s, int t, struct outbound_proxy *p)
     p->anchors = tls_ctx_new(path, err, sizeof(err));
     if (p->anchors == NULL)
         return lua_pushfstring(L, "ca: %s", err);
+    return NULL;
+}
+
+/* pool = false | true | { max_idle = 8, idle_timeout = 30 }: warm
+ * connections to the server (core/pool), on by default when the proxy
+ * speaks TLS. */
+static const char *
+read_pool(lua_State *L, int t, struct outbound_proxy *p)
+{
+    p->pool = (struct pool_opts){.enabled = p->tls, .max_idle = POOL_MAX_IDLE,
+                                 .idle_timeout = POOL_IDLE_TIMEOUT};
+    lua_getfield(L, t, "pool");
+    int type = lua_type(L, -1);
+    if (type == LUA_TNIL || type == LUA_TBOOLEAN) {
+        if (type == LUA_TBOOLEAN)
+            p->pool.enabled = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (type != LUA_TTABLE)
+        return lua_pushfstring(L, "pool: expected false, true or { max_idle = %d, idle_timeout = "
+                                  "%d }, got %s", POOL_MAX_IDLE, (int)POOL_IDLE_TIMEOUT,
+                               luaL_typename(L, -1));
+    int tab = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, tab)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        int isnum;
+        if (strcmp(k, "max_idle") == 0) {
+            lua_Integer n = lua_tointegerx(L, -1, &isnum);
+            if (!isnum || n < 1 || n > POOL_MAX_IDLE_LIMIT)
+                return lua_pushfstring(L, "pool.max_idle: expected an integer 1..%d, got %s",
+                                       POOL_MAX_IDLE_LIMIT, luaL_tolstring(L, -1, NULL));
+            p->pool.max_idle = (unsigned)n;
+        } else if (strcmp(k, "idle_timeout") == 0) {
+            lua_Number v = lua_tonumberx(L, -1, &isnum);
+            if (!isnum || !(v >= 1 && v <= 3600))
+                return lua_pushfstring(L, "pool.idle_timeout: expected seconds, 1..3600, got %s",
+                                       luaL_tolstring(L, -1, NULL));
+            p->pool.idle_timeout = (double)v;
+        } else {
+            return lua_pushfstring(L, "pool: unknown field '%s' (fields: max_idle, idle_timeout)",
+                                   k);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    p->pool.enabled = 1;
     return NULL;
 }
 
@@ -217,6 +268,9 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
     p->udp = opt_bool(L, t, "udp");
     if (p->tls || p->type == OUTBOUND_HTTP)
         p->tls = p->tls || opt_bool(L, t, "tls");
+    const char *pe = read_pool(L, t, p);
+    if (pe != NULL)
+        return pe;
     const char *user = opt_string(L, t, "username"), *pass = opt_string(L, t, "password");
     const char *sni = opt_string(L, t, "sni");
     if (sni != NULL)

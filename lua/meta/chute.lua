@@ -216,6 +216,14 @@ chute.on_dns = nil
 ---@field sni? string            trojan, https: the name sent and checked (default: server)
 ---@field skip_cert_verify? boolean  trojan, https: accept any certificate (warned at load)
 ---@field ca? string             trojan, https: a PEM file of CA certificates (in the bundle) to check the server against instead of the system's
+---@field pool? boolean|chute.pool  warm connections to the server, handed to new flows at once (default: on for trojan and https, off for the others; false: off)
+
+--- A proxy's pool of idle connections, already connected (and TLS-handshaken
+--- for trojan and https). Its size follows the new flows per second of the
+--- last minute, up to max_idle.
+---@class chute.pool
+---@field max_idle? integer      at most this many idle connections (1..64, default 8)
+---@field idle_timeout? number   seconds an idle connection is kept (1..3600, default 30)
 
 --- Declares a proxy; route() and groups use it by name. Fields are checked
 --- at load, with file:line.

@@ -142,17 +142,33 @@ chute.group "g" { type = "select", proxies = { "p" } }
 chute.proxy "q" { $SS } -- here
 LUA
 
+bad pool-type "pool: expected false, true or" <<LUA
+chute.proxy "p" { $SS, pool = 8 } -- here
+LUA
+
+bad pool-max-idle "pool.max_idle: expected an integer 1..64" <<LUA
+chute.proxy "p" { $SS, pool = { max_idle = 0 } } -- here
+LUA
+
+bad pool-idle-timeout "pool.idle_timeout: expected seconds" <<LUA
+chute.proxy "p" { $SS, pool = { idle_timeout = -1 } } -- here
+LUA
+
+bad pool-unknown-field "pool: unknown field 'size'" <<LUA
+chute.proxy "p" { $SS, pool = { size = 4 } } -- here
+LUA
+
 check "a correct bundle with every proxy type and group type passes"
 mkdir -p "$E2E_TMP/good"
 cat >"$E2E_TMP/good/main.lua" <<LUA
 $HEAD
-chute.proxy "ss1" { $SS }
+chute.proxy "ss1" { $SS, pool = { max_idle = 4, idle_timeout = 20 } }
 chute.proxy "ss2" { type = "ss", server = "ss.example", port = 8388, cipher = "chacha20-ietf-poly1305", password = "pw", udp = false }
 chute.proxy "ss3" { type = "shadowsocks", server = "2001:db8::1", port = 8388, cipher = "aes-256-gcm", password = "pw" }
 chute.proxy "s5" { type = "socks5", server = "192.0.2.2", port = 1080, username = "u", password = "p", udp = true }
 chute.proxy "h" { type = "http", server = "192.0.2.3", port = 3128 }
 chute.proxy "hs" { type = "https", server = "proxy.example", port = 443, username = "u", password = "p" }
-chute.proxy "tj" { type = "trojan", server = "192.0.2.4", port = 443, password = "pw", sni = "t.example" }
+chute.proxy "tj" { type = "trojan", server = "192.0.2.4", port = 443, password = "pw", sni = "t.example", pool = false }
 chute.group "sel" { type = "select", proxies = { "ss1", "s5", "DIRECT" }, selected = "s5" }
 chute.group "fb" { type = "fallback", proxies = { "ss1", "ss2", "DIRECT" }, url = "http://192.0.2.9/gen204", interval = 60 }
 chute.group "ut" { type = "url-test", proxies = { "ss1", "ss3", "tj" }, url = "http://[2001:db8::9]:8080/", tolerance = 30, timeout = 3 }

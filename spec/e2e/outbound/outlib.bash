@@ -16,6 +16,21 @@
 #                            byte FLIP_AT of each server -> client stream is
 #                            flipped (corrupted ciphertext)
 #   wait_stopped PID [SECONDS]     until PID has exited
+#   delay_link_start MS_OUT MS_BACK   a second link from the client to the
+#                            server namespace, 10.201.0.1 -> $DL_SRV4
+#                            (10.201.0.2), through a third namespace whose
+#                            user-space bridge (delaybridge.py) holds each
+#                            frame back MS_OUT ms towards the server and
+#                            MS_BACK ms back: tc netem's delay, which this
+#                            kernel may lack (servers listening on $DL_SRV4
+#                            or 0.0.0.0 are reached through it)
+#   trojan_start PORT PASSWORD [ADDR]  Debian's trojan on ADDR:PORT (default
+#                            $SRV4) with a
+#                            self-signed certificate for trojan.test (the
+#                            proxy needs skip_cert_verify), sessions
+#                            resumable by ID (no tickets), nginx :80 as
+#                            its fallback; its pid in TROJAN_PID. Again
+#                            after kill_wait "$TROJAN_PID": a restart.
 #
 # Every process starts through bg_in (netns.sh), so the cleanup trap stops
 # exactly the processes this run started, nothing else.
@@ -97,6 +112,61 @@ while True:
 PY
     bg_in "$NS_SRV" "$NETNS_TMP/relay-$port.log" "$PY" "$NETNS_TMP/relay.py" "$SRV4" "$port" "$target" "$flip"
     wait_tcp "$NS_SRV" "$SRV4" "$port" 10 || fail "the TCP relay did not start on :$port"
+}
+
+DL_SRV4=10.201.0.2
+
+delay_link_start() {
+    local ns="${NS_PREFIX}d" i
+    ip netns del "$ns" 2>/dev/null || true
+    ip netns add "$ns" || fail "ip netns add $ns"
+    NETNS_MADE+=("$ns")
+    ip netns exec "$ns" sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 \
+        net.ipv6.conf.default.disable_ipv6=1 >/dev/null 2>&1 || true
+    ip -n "$NS_CLI" link add dl0 type veth peer name da netns "$ns" || fail "veth dl0"
+    ip -n "$NS_SRV" link add dl1 type veth peer name db netns "$ns" || fail "veth dl1"
+    ip -n "$NS_CLI" addr add 10.201.0.1/24 dev dl0
+    ip -n "$NS_SRV" addr add "$DL_SRV4/24" dev dl1
+    ip -n "$NS_CLI" link set dl0 up
+    ip -n "$NS_SRV" link set dl1 up
+    ip -n "$ns" link set da up
+    ip -n "$ns" link set db up
+    bg_in "$ns" "$NETNS_TMP/delaybridge.log" "$PY" "$(dirname "${BASH_SOURCE[0]}")/delaybridge.py" \
+        da db "$(awk -v m="$1" 'BEGIN { print m / 1000 }')" \
+        "$(awk -v m="$2" 'BEGIN { print m / 1000 }')" "$NETNS_TMP/delaybridge.ready"
+    wait_file "$NETNS_TMP/delaybridge.ready" 10 || fail "the delay bridge did not start"
+    for i in $(seq 50); do # the carrier, then ARP through the bridge
+        ip netns exec "$NS_CLI" ping -c 1 -W 1 "$DL_SRV4" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    fail "no ping through the delay link: $(tail -n 3 "$NETNS_TMP/delaybridge.log")"
+}
+
+trojan_start() {
+    local port=$1 pass=$2 addr=${3:-$SRV4} dir=$NETNS_TMP/trojan-$1
+    need_cmd trojan openssl
+    if [ ! -f "$dir/srv.crt" ]; then
+        mkdir -p "$dir"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=trojan.test" \
+            -addext "subjectAltName=DNS:trojan.test,IP:$SRV4" -keyout "$dir/srv.key" \
+            -out "$dir/srv.crt" >"$dir/openssl.log" 2>&1 || fail "openssl: $(tail -n 3 "$dir/openssl.log")"
+        cat >"$dir/trojan.json" <<EOF
+{
+    "run_type": "server", "local_addr": "$addr", "local_port": $port,
+    "remote_addr": "$SRV4", "remote_port": $HTTP_PORT, "password": ["$pass"], "log_level": 1,
+    "ssl": { "cert": "$dir/srv.crt", "key": "$dir/srv.key", "key_password": "",
+             "prefer_server_cipher": true, "alpn": ["http/1.1"], "reuse_session": true,
+             "session_ticket": false, "session_timeout": 600, "plain_http_response": "",
+             "curves": "", "dhparam": "" },
+    "tcp": { "prefer_ipv4": true, "no_delay": true, "keep_alive": true, "reuse_port": false,
+             "fast_open": false, "fast_open_qlen": 20 },
+    "mysql": { "enabled": false }
+}
+EOF
+    fi
+    bg_in "$NS_SRV" "$dir/trojan.log" trojan -c "$dir/trojan.json"
+    TROJAN_PID=$BG_PID
+    wait_tcp "$NS_SRV" "$addr" "$port" 10 || fail "trojan did not start on $addr:$port: $(tail -n 5 "$dir/trojan.log")"
 }
 
 wait_stopped() {
