@@ -66,7 +66,7 @@ read_methods(lua_State *L, int opts, const char *fn, struct script_hook *h)
                    luaL_typename(L, -1));
     }
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
-        size_t len;
+        size_t len = 0;
         const char *m = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
         if (m == NULL || !script_http_token_ok(m, len) || len >= sizeof(h->methods[0]))
             luaL_error(L, "%s: opts.method[%d]: expected a method name (\"GET\", \"POST\")", fn,
@@ -180,7 +180,7 @@ cmp_names(const void *a, const void *b)
 static void
 add_line(lua_State *L, int acc, const char *fn, const char *name, int vidx)
 {
-    size_t len;
+    size_t len = 0;
     const char *v = lua_type(L, vidx) == LUA_TSTRING || lua_type(L, vidx) == LUA_TNUMBER
                         ? lua_tolstring(L, vidx, &len)
                         : NULL;

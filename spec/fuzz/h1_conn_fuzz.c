@@ -51,6 +51,7 @@ static struct {
     int req_up[MAX_REQS];
     int nreqs;
     int done, answer_every;
+    int collect, upgrade; /* bodies read whole; upgrade requests passed on */
     unsigned heads;
 } T;
 
@@ -75,13 +76,55 @@ pair(int *theirs)
     return sv[0];
 }
 
+static void decide(struct http_h1_conn *c, struct http_fwd_req *req);
+
+/* Bodies read whole for a hook (h1_collect.c): kept, or replaced. */
+static void
+on_request_body(void *arg, struct http_h1_conn *c, struct http_fwd_req *req, const char *body,
+                size_t len)
+{
+    CHECK(!T.done);
+    if (body != NULL && (T.heads & 1))
+        CHECK(http_h1_conn_set_request_body(c, "replaced", 8) == 0);
+    decide(c, req);
+}
+
+static void
+on_response_body(void *arg, struct http_h1_conn *c, struct http_fwd_resp *resp, const char *body,
+                 size_t len)
+{
+    CHECK(!T.done);
+    if (body != NULL && (T.heads & 2))
+        CHECK(http_h1_conn_set_response_body(c, body, len / 2) == 0);
+}
+
+static void
+on_upgrade(void *arg, struct http_h1_conn *c, struct io_stream *client, struct io_stream *up,
+           struct mem_slice to_up, struct mem_slice to_client)
+{
+    CHECK(!T.done && client != NULL && up != NULL);
+    io_close(client, 0);
+    io_close(up, 0);
+    T.done = 1;
+    http_h1_conn_free(c);
+    T.c = NULL;
+}
+
 static void
 on_request_head(void *arg, struct http_h1_conn *c, struct http_fwd_req *req)
 {
-    struct http_h1_upstream up = {0};
-
     CHECK(!T.done);
     T.heads++;
+    if (T.collect && !req->refused && !req->connect && http_h1_conn_collect_request(c, 64) == 0)
+        return;
+    decide(c, req);
+}
+
+static void
+decide(struct http_h1_conn *c, struct http_fwd_req *req)
+{
+    struct http_h1_upstream up = {0};
+
     if (req->refused || req->connect || (T.answer_every && T.heads % T.answer_every == 0)) {
         CHECK(http_h1_conn_respond(c, req->refused ? 400 : 403, "No", NULL, T.heads & 1) == 0);
         return;
@@ -114,6 +157,8 @@ on_response_head(void *arg, struct http_h1_conn *c, struct http_fwd_resp *resp)
     CHECK(!T.done && !resp->interim);
     if (T.heads & 2)
         (void)http_fwd_field_set(&resp->fields, MEM_SLICE_LIT("X-Fuzz"), MEM_SLICE_LIT("1"));
+    if (T.collect)
+        CHECK(http_h1_conn_collect_response(c, 48) == 0);
 }
 
 static void
@@ -131,9 +176,16 @@ on_done(void *arg, struct http_h1_conn *c, const char *reason)
     T.c = NULL;
 }
 
-static const struct http_h1_conn_cbs cbs = {on_request_head, on_response_head, on_upstream_end,
-                                            on_done};
-static const struct http_h1_conn_cbs cbs_raw = {on_request_head, NULL, on_upstream_end, on_done};
+static const struct http_h1_conn_cbs cbs = {.on_request_head = on_request_head,
+                                            .on_response_head = on_response_head,
+                                            .on_upstream_end = on_upstream_end,
+                                            .on_request_body = on_request_body,
+                                            .on_response_body = on_response_body,
+                                            .on_upgrade = on_upgrade,
+                                            .on_done = on_done};
+static const struct http_h1_conn_cbs cbs_raw = {.on_request_head = on_request_head,
+                                                .on_upstream_end = on_upstream_end,
+                                                .on_done = on_done};
 
 /* Takes what the peers' ends have: the client's answers are dropped, the
  * origins' requests kept for the check. */
@@ -193,7 +245,7 @@ check_origin(int u)
         CHECK(req.target.len == T.path_len[next] &&
               memcmp(req.target.ptr, T.paths[next], req.target.len) == 0);
         for (size_t i = 0; i < req.num_headers; i++)
-            CHECK(!hop_by_hop(req.headers[i].name));
+            CHECK(!hop_by_hop(req.headers[i].name) || T.upgrade);
         CHECK(http_body_init_request(&body, &req) == 0);
         p += n;
         left -= (size_t)n;
@@ -250,6 +302,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         o.fwd.default_host = MEM_SLICE_LIT("d.test");
         o.fwd.default_port = 443;
     }
+    /* With the hook callbacks: bodies collected (and some replaced), and
+     * upgrades tunnelled, on every other input. */
+    T.collect = (data[0] & 16) && (data[0] & 32);
+    o.fwd.upgrade = T.upgrade = (data[0] & 64) != 0;
     s = io_fd_new(T.loop, pair(&T.cli));
     T.c = http_h1_conn_new(s, &o, data[0] & 16 ? &cbs : &cbs_raw, NULL);
     CHECK(T.c != NULL);

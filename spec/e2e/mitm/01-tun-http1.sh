@@ -64,6 +64,10 @@ ip netns exec "$NS_CLI" curl -sS --max-time 10 --cacert "$ORIGIN_CA" \
 rc=0
 mcurl -o /dev/null https://other.example/small 2>/dev/null || rc=$?
 assert_eq 60 "$rc" "other.example does not verify against chute's CA (passed through)"
+fp() { openssl x509 -noout -fingerprint -sha256 | cut -d= -f2; }
+seen=$(ip netns exec "$NS_CLI" timeout 10 openssl s_client -connect "$SRV4:443" \
+    -servername other.example </dev/null 2>/dev/null | fp)
+assert_eq "$(fp <"$NETNS_TMP/pki/leaf.pem")" "$seen" "the client sees the origin's own leaf (sha256 fingerprint)"
 
 say "an origin chute cannot verify: 502 naming why"
 body=$(mcurl -w '\n%{http_code}' https://test.example:8443/small)
