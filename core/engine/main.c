@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 
 #include "chute/chute.h"
+#include "control/control.h"
 #include "log/log.h"
 #include "flow/flow.h"
 #include "script/script.h"
@@ -18,6 +19,8 @@ static const char usage_main[] =
     "  run BUNDLE          run the engine on a script bundle (a folder with main.lua)\n"
     "  check BUNDLE        load and validate a bundle without opening sockets\n"
     "  route BUNDLE DEST   print the policy route() gives DEST (HOST or IP, optional :PORT)\n"
+    "  ctl COMMAND         drive a running chute over its control API (status, flows,\n"
+    "                      close, select, reload, logs)\n"
     "  version             print the version\n"
     "\n"
     "`chute <command> --help` describes each command.\n";
@@ -233,6 +236,8 @@ main(int argc, char **argv)
         return cmd_check(argc, argv);
     if (strcmp(cmd, "route") == 0)
         return cmd_route(argc, argv);
+    if (strcmp(cmd, "ctl") == 0)
+        return control_ctl_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("chute %s\n", chute_version());
         return 0;

@@ -74,6 +74,29 @@ snapshot(const struct engine *e, struct snapshot *s)
 }
 
 void
+engine_stats_groups(struct engine *e,
+                    void (*emit)(void *arg, const struct log_counter_group *g, size_t n), void *arg)
+{
+    struct snapshot s = {0};
+    snapshot(e, &s);
+    const struct log_counter_group groups[] = {
+        {"", flow_table_counters, &s.flows},
+        {"", script_counters, &s.script},
+        {"dcache_", flow_dcache_counters, &s.dcache},
+        {"dns_", dns_server_counters, &s.dns},
+        {"resolver_", dns_resolver_counters, &s.resolver},
+        {"", outbound_set_counters, &s.set},
+        {"tls_", tls_counters, &s.tls},
+        {"", tun_counters, &s.tun},
+        {"", engine_dp_counters, &e->dp},
+        {"", netstack_counters, &s.net},
+        {"udp_", flow_udp_counters, &s.udp},
+    };
+    /* The last four only while the TUN runs, as in the stats lines. */
+    emit(arg, groups, sizeof(groups) / sizeof(groups[0]) - (e->tun == NULL ? 4 : 0));
+}
+
+void
 engine_stats_log(struct engine *e)
 {
     struct snapshot s = {0};

@@ -62,6 +62,16 @@ struct script_dns {
     int hijack;              /* answer port 53 on the TUN (default on) */
 };
 
+/* control = { ... }: the control API (core/control). */
+struct script_control {
+    int enabled;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char listen[80];   /* as written */
+    char secret[256];  /* "" none: refused unless the address is loopback */
+    char cors[256];    /* Access-Control-Allow-Origin; "" the API's own origin */
+};
+
 /* The bundle's configuration after chute.config(), with defaults applied.
  * Owned by the script; valid until script_free. */
 struct script_config {
@@ -78,6 +88,7 @@ struct script_config {
     size_t lua_memory;      /* bytes */
     size_t decision_cache;  /* entries; 0 off */
     struct script_dns dns;
+    struct script_control control;
 };
 
 /* The script host's counters, one X(field, key) each (log/counter.h). */
