@@ -322,6 +322,7 @@ start_stream(struct control_client *cl, const struct http_request *req, enum con
         return;
     }
     control_stream_head(cl, "application/json");
+    cl->close_after = 0; /* a stream ends when the client goes */
     control_streams_tick_one(cl);
 }
 
