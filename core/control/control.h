@@ -78,6 +78,8 @@ struct control_client;
 struct control_client *control_client_fake(struct control *c,
                                            void (*cb)(void *arg, const char *p, size_t n),
                                            void *arg);
+/* Sets the secret of a control made without options (tests). */
+void control_test_secret(struct control *c, const char *secret);
 int control_client_feed(struct control_client *cl, const void *buf, size_t len);
 void control_client_close(struct control_client *cl);
 

@@ -313,6 +313,12 @@ control_client_feed(struct control_client *cl, const void *buf, size_t len)
 }
 
 void
+control_test_secret(struct control *c, const char *secret)
+{
+    snprintf(c->o.secret, sizeof(c->o.secret), "%s", secret);
+}
+
+void
 control_client_close(struct control_client *cl)
 {
     control_client_kill(cl);
