@@ -9,9 +9,8 @@
 
 #include "control/control.h"
 #include "http/http.h"
+#include "flow/flow.h"
 #include "log/log.h"
-
-struct flow;
 
 enum control_topic {
     TOPIC_NONE = 0,
@@ -37,8 +36,8 @@ struct control_client {
     int close_after;           /* close once the queue is sent */
     int dead;                  /* closed while inside a call: freed by its caller */
     int busy;                  /* inside client_process */
-    uint64_t cursor;           /* GET /connections in progress: the last id sent, */
-    int listing;               /* 1 while the list is being written */
+    struct flow_cursor cursor; /* GET /connections in progress: where it is, */
+    int listing;               /* 1 while the list is being written (the cursor is open) */
     struct control_delay *delay; /* a delay test in progress */
     int list_first;
     wslay_event_context_ptr ws;
@@ -114,6 +113,9 @@ int control_api(struct control_client *cl, const struct http_request *req,
 /* flows.c: GET /connections, streamed in slices (control_list_more from
  * the flush); the object as one bounded WebSocket message; the RSS. */
 void control_list_start(struct control_client *cl);
+void control_list_more(struct control_client *cl);
+/* Closes the walk of a list in progress (a client that goes). */
+void control_list_end(struct control_client *cl);
 char *control_list_message(struct control *c, size_t cap, size_t *len);
 uint64_t control_memory_inuse(void);
 
@@ -124,7 +126,6 @@ void control_ws_free(struct control_client *cl);
 void control_streams_tick(struct control *c);
 void control_streams_tick_one(struct control_client *cl);
 int control_ws_pump(struct control_client *cl);
-void control_list_more(struct control_client *cl);
 void control_logs_tap(void *arg, enum log_level level, const char *msg, size_t len);
 
 /* delay.c: GET /proxies/:name/delay, answered when the test ends. */

@@ -101,13 +101,10 @@ flow_entry(const struct flow *f, char *buf, size_t len)
     return n > 0 && (size_t)n < len ? (size_t)n : 0;
 }
 
-/* One slice of the list: the flows after |cursor|, until the slice is
- * full. Ids grow along the table's list, so the cursor survives flows
- * closing between slices. */
+/* The WebSocket message's walk: flows until the buffer is full. */
 struct slice {
     char *buf;
     size_t len, cap;
-    uint64_t cursor;
     int first, full;
 };
 
@@ -115,9 +112,7 @@ static void
 add_flow(void *arg, const struct flow *f)
 {
     struct slice *s = arg;
-    if (s->full || f->id <= s->cursor)
-        return;
-    if (s->cap - s->len < ENTRY_MAX + 1) {
+    if (s->full || s->cap - s->len < ENTRY_MAX + 1) {
         s->full = 1;
         return;
     }
@@ -131,20 +126,6 @@ add_flow(void *arg, const struct flow *f)
     }
     s->len += n;
     s->first = 0;
-    s->cursor = f->id;
-}
-
-/* Appends the flows after cl->cursor to |out| up to |cap| bytes (a slice);
- * returns 1 when the list is complete. */
-static int
-list_slice(struct control_client *cl, struct slice *s)
-{
-    s->cursor = cl->cursor;
-    s->first = cl->list_first;
-    flow_table_each(cl->c->env.flows, add_flow, s);
-    cl->cursor = s->cursor;
-    cl->list_first = s->first;
-    return !s->full;
 }
 
 static uint64_t
@@ -187,30 +168,42 @@ control_list_start(struct control_client *cl)
     cl->mode = MODE_HTTP; /* a chunked answer, then the next request */
     if (control_stream_send(cl, head, n) != 0)
         return;
-    cl->cursor = 0;
+    flow_cursor_open(cl->c->env.flows, &cl->cursor);
     cl->list_first = 1;
     cl->listing = 1;
     control_list_more(cl);
 }
 
 void
+control_list_end(struct control_client *cl)
+{
+    if (cl->listing)
+        flow_cursor_close(cl->c->env.flows, &cl->cursor);
+    cl->listing = 0;
+}
+
+void
 control_list_more(struct control_client *cl)
 {
-    struct slice s = {.cap = LIST_SLICE};
+    struct flow_table *t = cl->c->env.flows;
+    struct slice s = {.cap = LIST_SLICE, .first = cl->list_first};
     s.buf = malloc(s.cap);
     if (s.buf == NULL) {
         control_client_kill(cl);
         return;
     }
-    int done = list_slice(cl, &s);
+    const struct flow *f = NULL;
+    while (s.cap - s.len >= ENTRY_MAX + 1 && (f = flow_cursor_next(t, &cl->cursor)) != NULL)
+        add_flow(&s, f);
+    cl->list_first = s.first;
     if (s.len > 0 && control_stream_send(cl, s.buf, s.len) != 0) {
         free(s.buf);
         return;
     }
     free(s.buf);
-    if (!done)
-        return;
-    cl->listing = 0;
+    if (f != NULL)
+        return; /* the slice is full: the flush asks for the next one */
+    control_list_end(cl);
     if (control_stream_send(cl, "]}", 2) == 0)
         control_out_append(cl, "0\r\n\r\n", 5);
 }

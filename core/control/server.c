@@ -37,6 +37,7 @@ client_free(struct control_client *cl)
     }
     control_ws_free(cl);
     control_delay_cancel(cl);
+    control_list_end(cl);
     cl->prev->next = cl->next;
     cl->next->prev = cl->prev;
     c->nclients--;
