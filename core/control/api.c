@@ -356,7 +356,9 @@ control_api(struct control_client *cl, const struct http_request *req,
     } else if (n == 2 && put && strcmp(s0, "proxies") == 0) {
         put_proxy(cl, t->segs[1], body, blen);
     } else if (n == 3 && get && strcmp(s0, "proxies") == 0 && strcmp(t->segs[2], "delay") == 0) {
-        control_delay(cl, t->segs[1], t->query);
+        control_delay(cl, t->segs[1], t->query, 0);
+    } else if (n == 3 && get && strcmp(s0, "group") == 0 && strcmp(t->segs[2], "delay") == 0) {
+        control_delay(cl, t->segs[1], t->query, 1);
     } else if (n == 1 && get && strcmp(s0, "connections") == 0) {
         if (is_ws(req))
             start_stream(cl, req, TOPIC_CONNECTIONS, t);

@@ -128,8 +128,10 @@ void control_streams_tick_one(struct control_client *cl);
 int control_ws_pump(struct control_client *cl);
 void control_logs_tap(void *arg, enum log_level level, const char *msg, size_t len);
 
-/* delay.c: GET /proxies/:name/delay, answered when the test ends. */
-void control_delay(struct control_client *cl, const char *name, struct mem_slice query);
+/* delay.c: GET /proxies/:name/delay (|group| 0) and /group/:name/delay
+ * (1: every member), answered when the tests end. */
+void control_delay(struct control_client *cl, const char *name, struct mem_slice query,
+                   int group);
 void control_delay_cancel(struct control_client *cl);
 
 /* metrics.c, ui.c */

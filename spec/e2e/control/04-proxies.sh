@@ -38,6 +38,9 @@ d=$(api "$API/proxies/DIRECT/delay?url=http://127.0.0.1:$ORIGIN_PORT/small&timeo
 assert_match '^\{"delay":[0-9]+\}$' "$d" "GET /proxies/DIRECT/delay: {delay: ms}"
 d=$(api "$API/proxies/pick/delay?url=http://127.0.0.1:$ORIGIN_PORT/small&timeout=3000")
 assert_match '^\{"delay":[0-9]+\}$' "$d" "GET /proxies/pick/delay goes through the group's member"
+g=$(api "$API/group/pick/delay?url=http://127.0.0.1:$ORIGIN_PORT/small&timeout=3000")
+assert_match '^\{"DIRECT":[0-9]+\}$' "$g" "GET /group/pick/delay: each member that answered (REJECT left out)"
+assert_eq 404 "$(http_status -H "Authorization: Bearer $SECRET" "$API/group/DIRECT/delay")" "GET /group/DIRECT/delay: not a group, 404"
 dead=$(e2e_ports 1)
 r=$(api -w ' %{http_code}' "$API/proxies/DIRECT/delay?url=http://127.0.0.1:$dead/&timeout=2000")
 assert_match ' 50[34]$' "$r" "a delay test to a closed port: 503/504"
