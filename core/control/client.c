@@ -216,10 +216,11 @@ fail(struct control_client *cl, int status, const char *why)
     control_reply_error(cl, status, why);
 }
 
-/* Answers the complete requests in cl->in, in order. */
-static void
+/* Answers the complete requests in cl->in, in order; how many. */
+static int
 process(struct control_client *cl)
 {
+    int done = 0;
     while (!cl->dead && !cl->close_after && cl->mode == MODE_HTTP && !cl->listing &&
            cl->delay == NULL && cl->in_len > 0) {
         struct http_request req;
@@ -227,53 +228,68 @@ process(struct control_client *cl)
         if (hl == HTTP_ERR_INCOMPLETE) {
             if (cl->in_len == sizeof(cl->in))
                 fail(cl, 431, "request head too large");
-            return;
+            return done;
         }
         if (hl == HTTP_ERR_TOO_LARGE) {
             fail(cl, 431, "request head too large");
-            return;
+            return done;
         }
         if (hl < 0) {
             fail(cl, 400, "malformed request");
-            return;
+            return done;
         }
         struct http_body b;
         if (http_body_init_request(&b, &req) != 0) {
             fail(cl, 400, "bad Content-Length or Transfer-Encoding");
-            return;
+            return done;
         }
         if (b.kind == HTTP_BODY_CHUNKED) {
             fail(cl, 411, "chunked request bodies are not taken: send a Content-Length");
-            return;
+            return done;
         }
         size_t blen = b.kind == HTTP_BODY_LENGTH ? (size_t)b.remaining : 0;
         if (b.kind == HTTP_BODY_LENGTH && b.remaining > sizeof(cl->in) - (size_t)hl) {
             fail(cl, 413, "request body too large");
-            return;
+            return done;
         }
         if (cl->in_len < (size_t)hl + blen)
-            return;
+            return done;
         handle(cl, &req, cl->in + hl, blen);
+        done++;
         if (cl->dead)
-            return;
+            return done;
         consume(cl, (size_t)hl + blen);
     }
     if (!cl->dead && cl->mode == MODE_WS && cl->in_len > 0)
         control_ws_feed(cl);
+    return done;
+}
+
+int
+control_client_ready(const struct control_client *cl)
+{
+    return cl->mode == MODE_HTTP && !cl->listing && cl->delay == NULL && !cl->close_after &&
+           cl->in_len > 0;
 }
 
 int
 control_client_input(struct control_client *cl)
 {
     cl->busy = 1;
-    if (cl->mode == MODE_WS)
-        control_ws_feed(cl);
-    else if (cl->mode == MODE_HTTP)
-        process(cl);
-    else
-        cl->in_len = 0; /* a stream's client has nothing more to say */
-    if (!cl->dead)
-        control_client_flush(cl);
+    for (;;) {
+        int done = 0;
+        if (cl->mode == MODE_WS)
+            control_ws_feed(cl);
+        else if (cl->mode == MODE_HTTP)
+            done = process(cl);
+        else
+            cl->in_len = 0; /* a stream's client has nothing more to say */
+        if (!cl->dead)
+            control_client_flush(cl);
+        /* A list that ended in the flush lets the requests behind it go. */
+        if (cl->dead || done == 0 || !control_client_ready(cl))
+            break;
+    }
     cl->busy = 0;
     if (cl->dead) {
         control_client_kill(cl);

@@ -68,9 +68,6 @@ struct control *control_new(const struct control_env *env, const struct control_
 /* Closes the listener and every client. NULL is fine. */
 void control_free(struct control *c);
 
-/* 1 if |ss| is a loopback address (127/8, ::1), where no secret is needed. */
-int control_addr_is_loopback(const struct sockaddr_storage *ss);
-
 /* For the fuzzer and unit tests: a client without a socket. Feeds |len|
  * request bytes; the answers are discarded once |cb| (may be NULL) saw
  * them. Returns 0 while the connection stays open, -1 once closed. */

@@ -88,6 +88,8 @@ int control_auth_ok(const char *secret, const struct http_request *req, struct m
  * client): answers requests, feeds WebSocket frames. -1 if the client was
  * closed (and freed). */
 int control_client_input(struct control_client *cl);
+/* 1 when requests wait in cl->in and nothing holds them back. */
+int control_client_ready(const struct control_client *cl);
 /* client.c: answers. */
 int control_out_append(struct control_client *cl, const void *p, size_t n);
 void control_reply(struct control_client *cl, int status, const char *ctype, const char *body,

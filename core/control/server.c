@@ -16,16 +16,6 @@
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-int
-control_addr_is_loopback(const struct sockaddr_storage *ss)
-{
-    if (ss->ss_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
-    if (ss->ss_family == AF_INET6)
-        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
-    return 0;
-}
-
 static void
 client_free(struct control_client *cl)
 {
@@ -120,6 +110,8 @@ on_write(struct ev_loop *loop, ev_io *w, int revents)
     cl->busy = 0;
     if (cl->dead)
         control_client_kill(cl);
+    else if (control_client_ready(cl))
+        control_client_input(cl); /* pipelined behind a list that just ended */
 }
 
 static void

@@ -274,6 +274,21 @@ router(void **st)
     ask(r, "GET /version?token=k HTTP/1.1\r\n\r\nGET /rules?token=k HTTP/1.1\r\n\r\n", &status);
     assert_int_equal(status, 200);
     assert_non_null(strstr(r->out.buf, "\"rules\":[{\"type\":\"Script\""));
+    /* Behind a list long enough to take several slices: answered once
+     * the list is out. */
+    static struct flow many[400];
+    for (size_t i = 0; i < 400; i++) {
+        flow_addr_from_host(&many[i].dst, "example.com", 11, 443);
+        flow_table_add(r->flows, &many[i], 0);
+    }
+    ask(r, "GET /connections?token=k HTTP/1.1\r\n\r\nGET /version?token=k HTTP/1.1\r\n\r\n",
+        &status);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(r->out.buf, "]}\r\n0\r\n\r\nHTTP/1.1 200 OK"));
+    assert_non_null(strstr(r->out.buf, "\"version\":\"chute "));
+    assert_non_null(strstr(r->out.buf, "{\"id\":\"400\""));
+    for (size_t i = 0; i < 400; i++)
+        flow_table_remove(r->flows, &many[i], 0, "done");
     rig_free(r);
 }
 
