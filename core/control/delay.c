@@ -38,7 +38,9 @@ struct probe {
  * that failed left out, as Clash). */
 struct control_delay {
     struct control_client *cl;
-    struct outbound_env env;
+    /* The engine's, not a copy: an open still reads it after its callback
+     * (which may free this). */
+    const struct outbound_env *env;
     struct outbound_set *set;   /* a reference: names stay valid */
     int group;
     size_t n, left;
@@ -55,7 +57,7 @@ probe_stop(struct probe *p)
     if (!p->running)
         return;
     p->running = 0;
-    ev_timer_stop(p->d->env.loop, &p->limit);
+    ev_timer_stop(p->d->env->loop, &p->limit);
     if (p->open != NULL)
         outbound_open_cancel(p->open);
     if (p->st != NULL)
@@ -250,7 +252,7 @@ control_delay(struct control_client *cl, const char *name, struct mem_slice quer
                      (int)path.len, path.ptr, (int)host.len, host.ptr);
     d->req_len = k > 0 && (size_t)k < sizeof(d->req) ? (size_t)k : 0;
     d->cl = cl;
-    d->env = *c->env.out;
+    d->env = c->env.out;
     d->set = outbound_set_ref(s);
     d->group = group;
     d->n = d->left = n;
@@ -262,7 +264,7 @@ control_delay(struct control_client *cl, const char *name, struct mem_slice quer
         p->running = 1;
         p->t0 = ev_time();
         ev_timer_init(&p->limit, on_limit, (double)ms / 1000, 0);
-        ev_timer_start(d->env.loop, &p->limit);
+        ev_timer_start(d->env->loop, &p->limit);
     }
     /* Opened after every probe is set up: a REJECT member fails at once. */
     for (size_t i = 0; i < n && cl->delay == d; i++) {
@@ -271,7 +273,7 @@ control_delay(struct control_client *cl, const char *name, struct mem_slice quer
             finish(p, -2);
             continue;
         }
-        p->open = outbound_open(&d->env, p->policy, &dst, (double)ms / 1000, on_open, p);
+        p->open = outbound_open(d->env, p->policy, &dst, (double)ms / 1000, on_open, p);
         if (p->open == NULL)
             finish(p, -2);
     }
