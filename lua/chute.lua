@@ -189,6 +189,15 @@ local schema = {
       if v < 1 or v > 16777216 then return "must be 1..16777216 bytes" end
     end },
   } },
+  control = { fields = {
+    listen = { type = "string", check = core.check_address },
+    secret = { type = "string", check = function(v)
+      if #v == 0 or #v > 255 then return "1..255 bytes" end
+    end },
+    cors = { type = "string", check = function(v)
+      if #v == 0 or #v > 255 or v:find("[\r\n]") then return "an origin (\"*\", \"http://host:port\"), 1..255 bytes" end
+    end },
+  } },
   budget = { type = "integer", check = function(v)
     if v < 1000 or v > 1000000000 then return "must be 1000..1000000000 instructions" end
   end },

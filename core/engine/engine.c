@@ -92,6 +92,12 @@ engine_route(struct engine *e, struct flow *f)
 static void
 route(struct engine *e, struct flow *f)
 {
+    if (e->mode != ENGINE_MODE_RULE) { /* the control API's mode: no script, no cache */
+        int g = e->mode == ENGINE_MODE_GLOBAL ? script_policy_lookup(e->script, "GLOBAL") : -1;
+        f->policy = g >= 0 ? g : FLOW_POLICY_DIRECT;
+        f->rule = e->mode == ENGINE_MODE_GLOBAL ? "mode global" : "mode direct";
+        return;
+    }
     if (flow_dcache_get(e->dcache, f))
         return;
     f->_reads = 0;
@@ -325,6 +331,7 @@ on_stop(struct ev_loop *loop, ev_async *w, int revents)
     LOG_INFO("stopping: closing %s", "listeners and connections");
     close_listeners(e);
     engine_tun_stop(e);
+    engine_control_stop(e);
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -395,7 +402,9 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         e->socks = NULL;
         return CHUTE_ERR_SYSTEM;
     }
-    if (open_reverse(e, cfg, err, errlen) != 0 || engine_tun_start(e, err, errlen) != 0) {
+    if (open_reverse(e, cfg, err, errlen) != 0 || engine_tun_start(e, err, errlen) != 0 ||
+        engine_control_start(e, err, errlen) != 0) {
+        engine_tun_stop(e);
         close_listeners(e);
         return CHUTE_ERR_SYSTEM;
     }
@@ -462,6 +471,7 @@ chute_engine_free(chute_engine *ce)
     if (ce == NULL)
         return;
     struct engine *e = &ce->e;
+    engine_control_stop(e);
     engine_tun_stop(e);
     close_listeners(e);
     if (e->out.set != NULL) {

@@ -27,6 +27,7 @@ struct dns_server;
 struct ip_view;
 struct script_config;
 struct chute_stats;
+struct control;
 
 /* Packets the TUN path dropped or answered itself: drops by reason, and
  * the counters in ENGINE_DP_STATS, one X(field, key) each (log/counter.h). */
@@ -92,6 +93,8 @@ struct engine {
     uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
     uint64_t dcache_hits_before;
     uint64_t reloads;        /* successful reloads */
+    struct control *control; /* NULL unless the bundle has control = {...} */
+    int mode;                /* enum engine_mode: the control API's Clash mode */
     ev_signal _sigint, _sigterm, _sighup, _sigusr1;
     ev_async _stop, _reload;
     ev_io _tun_io;
@@ -102,6 +105,21 @@ struct engine {
     /* Published for other threads by engine_stats_publish(). */
     _Atomic uint64_t _pub[16];
 };
+
+/* How new flows are decided (Clash's "mode", set through the control
+ * API): by the script, all DIRECT, all through the policy named GLOBAL. */
+enum engine_mode { ENGINE_MODE_RULE = 0, ENGINE_MODE_DIRECT, ENGINE_MODE_GLOBAL };
+
+/* control_glue.c: starts the control API of the current bundle
+ * (control = {...}) on the loop, or does nothing; -1 with |err|. */
+int engine_control_start(struct engine *e, char *err, size_t errlen);
+void engine_control_stop(struct engine *e);
+
+/* stats.c: calls |emit| once with every module's counters now (the
+ * stats line's groups, then the TUN's while it runs). */
+void engine_stats_groups(struct engine *e,
+                         void (*emit)(void *arg, const struct log_counter_group *g, size_t n),
+                         void *arg);
 
 /* Decides a new flow's policy: the decision cache, else the script's
  * route(); stores the policy and the deciding rule in |f|. */

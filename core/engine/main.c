@@ -9,6 +9,7 @@
 
 #include "chute/chute.h"
 #include "engine/engine.h"
+#include "control/control.h"
 #include "log/log.h"
 #include "flow/flow.h"
 #include "script/script.h"
@@ -21,6 +22,8 @@ static const char usage_main[] =
     "  check BUNDLE        load and validate a bundle without opening sockets\n"
     "  route BUNDLE DEST   print the policy route() gives DEST (HOST or IP, optional :PORT)\n"
     "  ca init|export|path make, print or locate the local CA the MITM signs leaves with\n"
+    "  ctl COMMAND         drive a running chute over its control API (status, flows,\n"
+    "                      close, select, reload, logs)\n"
     "  version             print the version\n"
     "\n"
     "`chute <command> --help` describes each command.\n";
@@ -238,6 +241,8 @@ main(int argc, char **argv)
         return cmd_route(argc, argv);
     if (strcmp(cmd, "ca") == 0)
         return engine_ca_main(argc, argv);
+    if (strcmp(cmd, "ctl") == 0)
+        return control_ctl_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("chute %s\n", chute_version());
         return 0;

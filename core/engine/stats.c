@@ -85,6 +85,41 @@ snapshot(const struct engine *e, struct snapshot *s)
     }
 }
 
+/* Every module's counter group over snapshot |s|: the stats line's
+ * first (ENGINE_GROUPS of them), then the TUN's (TUN_GROUPS). */
+enum { ENGINE_GROUPS = 7, TUN_GROUPS = 4 };
+static void
+fill_groups(const struct engine *e, const struct snapshot *s,
+            struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS])
+{
+    const struct log_counter_group all[ENGINE_GROUPS + TUN_GROUPS] = {
+        {"", flow_table_counters, &s->flows},
+        {"", script_counters, &s->script},
+        {"dcache_", flow_dcache_counters, &s->dcache},
+        {"dns_", dns_server_counters, &s->dns},
+        {"resolver_", dns_resolver_counters, &s->resolver},
+        {"", outbound_set_counters, &s->set},
+        {"tls_", tls_counters, &s->tls},
+        {"", tun_counters, &s->tun},
+        {"", engine_dp_counters, &e->dp},
+        {"", netstack_counters, &s->net},
+        {"udp_", flow_udp_counters, &s->udp},
+    };
+    memcpy(g, all, sizeof(all));
+}
+
+void
+engine_stats_groups(struct engine *e,
+                    void (*emit)(void *arg, const struct log_counter_group *g, size_t n), void *arg)
+{
+    struct snapshot s = {0};
+    snapshot(e, &s);
+    struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS];
+    fill_groups(e, &s, g);
+    /* The TUN's only while it runs, as in the stats lines. */
+    emit(arg, g, ENGINE_GROUPS + (e->tun != NULL ? TUN_GROUPS : 0));
+}
+
 void
 engine_stats_log(struct engine *e)
 {
@@ -107,17 +142,10 @@ engine_stats_log(struct engine *e)
             LOG_INFO("pool %s", l);
         }
     }
-    const struct log_counter_group engine[] = {
-        {"", flow_table_counters, &s.flows},
-        {"", script_counters, &s.script},
-        {"dcache_", flow_dcache_counters, &s.dcache},
-        {"dns_", dns_server_counters, &s.dns},
-        {"resolver_", dns_resolver_counters, &s.resolver},
-        {"", outbound_set_counters, &s.set},
-        {"tls_", tls_counters, &s.tls},
-    };
+    struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS];
+    fill_groups(e, &s, g);
     char line[2048] = "";
-    size_t n = log_counters_format(line, sizeof(line), engine, sizeof(engine) / sizeof(engine[0]));
+    size_t n = log_counters_format(line, sizeof(line), g, ENGINE_GROUPS);
     /* Not in a module's stats struct: the engine's rule version, and a
      * process-wide count of the outbound folder. */
     snprintf(line + n, sizeof(line) - n, " rule_version=%u proxy_auth_failures=%llu",
@@ -135,14 +163,8 @@ engine_stats_log(struct engine *e)
     }
     if (e->tun == NULL)
         return;
-    const struct log_counter_group tun[] = {
-        {"", tun_counters, &s.tun},
-        {"", engine_dp_counters, &e->dp},
-        {"", netstack_counters, &s.net},
-        {"udp_", flow_udp_counters, &s.udp},
-    };
     line[0] = '\0';
-    n = log_counters_format(line, sizeof(line), tun, sizeof(tun) / sizeof(tun[0]));
+    n = log_counters_format(line, sizeof(line), g + ENGINE_GROUPS, TUN_GROUPS);
     /* Computed: the mean batch, and drops by reason (-enum ip_err, 1..6) in
      * the one key spec/e2e/netns.sh splits on '/'. */
     const uint64_t *d = e->dp.drops;

@@ -10,6 +10,7 @@ struct flow_table {
     struct flow head; /* sentinel of the live list */
     uint64_t next_id;
     struct flow_table_stats st;
+    struct flow_cursor *cursors; /* open walks (flow_cursor_open) */
 };
 
 struct flow_table *
@@ -68,6 +69,9 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
 {
     if (f->_next == NULL)
         return;
+    for (struct flow_cursor *c = t->cursors; c != NULL; c = c->_next)
+        if (c->_at == f)
+            c->_at = f->_next;
     f->_prev->_next = f->_next;
     f->_next->_prev = f->_prev;
     f->_prev = f->_next = NULL;
@@ -155,6 +159,34 @@ flow_table_each(const struct flow_table *t, void (*fn)(void *arg, const struct f
 {
     for (const struct flow *f = t->head._next; f != &t->head; f = f->_next)
         fn(arg, f);
+}
+
+void
+flow_cursor_open(struct flow_table *t, struct flow_cursor *c)
+{
+    c->_at = t->head._next;
+    c->_next = t->cursors;
+    t->cursors = c;
+}
+
+const struct flow *
+flow_cursor_next(struct flow_table *t, struct flow_cursor *c)
+{
+    if (c->_at == &t->head)
+        return NULL;
+    const struct flow *f = c->_at;
+    c->_at = c->_at->_next;
+    return f;
+}
+
+void
+flow_cursor_close(struct flow_table *t, struct flow_cursor *c)
+{
+    for (struct flow_cursor **p = &t->cursors; *p != NULL; p = &(*p)->_next)
+        if (*p == c) {
+            *p = c->_next;
+            return;
+        }
 }
 
 size_t

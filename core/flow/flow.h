@@ -152,6 +152,21 @@ int flow_table_close(struct flow_table *t, uint64_t id, const char *reason);
 /* Calls |fn| for every live flow, oldest first; |fn| must not close one. */
 void flow_table_each(const struct flow_table *t, void (*fn)(void *arg, const struct flow *f),
                      void *arg);
+/* A walk over the live flows, oldest first, that survives flows closing
+ * between its steps (GET /connections, written in slices as the client
+ * reads): the table moves an open cursor off a flow it removes. The
+ * cursor is the caller's memory; open ones are few (the table walks them
+ * at every remove). */
+struct flow_cursor {
+    struct flow *_at;           /* the next flow to give; the table's head: the end */
+    struct flow_cursor *_next;  /* the table's open cursors */
+};
+void flow_cursor_open(struct flow_table *t, struct flow_cursor *c);
+/* The next live flow, or NULL at the end. */
+const struct flow *flow_cursor_next(struct flow_table *t, struct flow_cursor *c);
+/* Before |c|'s memory goes (at the end too). */
+void flow_cursor_close(struct flow_table *t, struct flow_cursor *c);
+
 /* |f| as one line, the fields of its close line with state=<owner's word>
  * in place of close=, at |now|. Returns the length (truncated to |len|-1). */
 size_t flow_describe(const struct flow *f, double now, char *buf, size_t len);

@@ -7,6 +7,17 @@
 
 enum log_level log_threshold = LOG_LEVEL_INFO;
 
+static log_tap_fn tap;
+static void *tap_arg;
+static int in_tap;
+
+void
+log_set_tap(log_tap_fn fn, void *arg)
+{
+    tap = fn;
+    tap_arg = arg;
+}
+
 static const char *const names[] = {"error", "warn", "info", "debug"};
 
 int
@@ -39,4 +50,9 @@ log_write(enum log_level level, const char *fmt, ...)
     line[len++] = '\n';
     /* One write per line keeps lines whole when stderr is shared. */
     fwrite(line, 1, len, stderr);
+    if (tap != NULL && !in_tap) {
+        in_tap = 1;
+        tap(tap_arg, level, line + n, len - 1 - (size_t)n);
+        in_tap = 0;
+    }
 }

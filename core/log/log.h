@@ -19,6 +19,13 @@ int log_level_parse(const char *name);
 void log_write(enum log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* One observer of the lines written (the control API's GET /logs): |fn|
+ * gets each line without its timestamp and newline, after it went to
+ * stderr. NULL removes it. A line logged from inside |fn| is not passed
+ * to it again. */
+typedef void (*log_tap_fn)(void *arg, enum log_level level, const char *msg, size_t len);
+void log_set_tap(log_tap_fn fn, void *arg);
+
 #define LOG_AT(lvl, ...)                                                                   \
     do {                                                                                   \
         if ((lvl) <= log_threshold)                                                        \

@@ -96,6 +96,24 @@ void outbound_set_pools_describe(const struct outbound_set *s, char *buf, size_t
 /* The counters of |proxy|'s pool: 0, or -1 when it has none (yet). */
 int outbound_set_pool_stats(const struct outbound_set *s, const char *proxy,
                             struct pool_stats *out);
+/* set_view.c: what a control API shows of a set. Policy ids run from 0 to
+ * outbound_set_count() - 1 (DIRECT, REJECT, proxies, groups). */
+struct outbound_set_entry {
+    const char *name;      /* interned: lives as long as the process */
+    const char *type;      /* Clash's word: "Direct", "Reject", "Socks5", "Http",
+                            * "Shadowsocks", "Trojan", "Selector", "Fallback",
+                            * "URLTest", "LoadBalance" */
+    int is_group;
+    int udp;               /* the policy carries UDP */
+    const int *members;    /* groups: policy ids, nmembers of them (the set's) */
+    size_t nmembers;
+    int now;               /* groups: the member in use now (a policy id), -1 none yet */
+    int alive;             /* 0 when a check or a connection marked it down */
+    int latency;           /* ms of the last good check through it, -1 none */
+};
+size_t outbound_set_count(const struct outbound_set *s);
+/* Fills |out| for |policy|: 0, or -1 for an id out of range. */
+int outbound_set_entry(const struct outbound_set *s, int policy, struct outbound_set_entry *out);
 
 /* The groups' counters, one X(field, key) each (log/counter.h). */
 #define OUTBOUND_SET_STATS(X)                                                                      \

@@ -157,6 +157,43 @@ read_listener(lua_State *L, int listen, const char *k, struct script_listener *o
     return 0;
 }
 
+/* control = { listen = "127.0.0.1:9090", secret = "...", cors = "..." }
+ * (types checked by lua/chute.lua). A listen address off loopback needs a
+ * secret: anyone who reaches it could otherwise close flows and pick
+ * proxies. */
+static int
+read_control(lua_State *L, int t, struct script_control *ctl, char *err, size_t errlen)
+{
+    if (lua_getfield(L, t, "control") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    int k = lua_gettop(L);
+    ctl->enabled = 1;
+    snprintf(ctl->listen, sizeof(ctl->listen), "127.0.0.1:9090");
+    if (lua_getfield(L, k, "listen") == LUA_TSTRING)
+        snprintf(ctl->listen, sizeof(ctl->listen), "%s", lua_tostring(L, -1));
+    if (lua_getfield(L, k, "secret") == LUA_TSTRING)
+        snprintf(ctl->secret, sizeof(ctl->secret), "%s", lua_tostring(L, -1));
+    if (lua_getfield(L, k, "cors") == LUA_TSTRING)
+        snprintf(ctl->cors, sizeof(ctl->cors), "%s", lua_tostring(L, -1));
+    lua_pop(L, 4);
+    script_check_address(ctl->listen, &ctl->addr, &ctl->addrlen);
+    int loopback = 0;
+    if (ctl->addr.ss_family == AF_INET)
+        loopback = (ntohl(((struct sockaddr_in *)&ctl->addr)->sin_addr.s_addr) >> 24) == 127;
+    else if (ctl->addr.ss_family == AF_INET6)
+        loopback = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ctl->addr)->sin6_addr);
+    if (!loopback && ctl->secret[0] == '\0') {
+        snprintf(err, errlen,
+                 "chute.config: control.listen \"%s\" is not a loopback address: give "
+                 "control.secret, or listen on 127.0.0.1",
+                 ctl->listen);
+        return -1;
+    }
+    return 0;
+}
+
 /* listen.reverse, checked by chute.lua: "ADDR -> https://HOST[:PORT]". */
 static int
 read_reverse(lua_State *L, int listen, struct script_config *c, char *err, size_t errlen)
@@ -414,6 +451,16 @@ script_config_read(struct script *s, char *err, size_t errlen)
         c->out_fwmark = (uint32_t)opt_number(L, -1, "fwmark", 0);
     }
     lua_pop(L, 1);
+    if (read_control(L, t, &c->control, err, errlen) != 0) {
+        lua_getfield(L, st, "config_where");
+        if (lua_isstring(L, -1)) {
+            char tmp[512];
+            snprintf(tmp, sizeof(tmp), "%s%s", lua_tostring(L, -1), err);
+            snprintf(err, errlen, "%s", tmp);
+        }
+        lua_settop(L, st - 1);
+        return -1;
+    }
     if (c->tun.auto_route && c->out_fwmark == 0)
         c->out_fwmark = DEFAULT_AUTO_ROUTE_FWMARK;
     if (lua_getfield(L, t, "listen") == LUA_TTABLE) {

@@ -88,6 +88,16 @@ struct script_mitm {
     size_t max_body;      /* bytes of a body a hook or rewrite may see (default 128 KiB) */
 };
 
+/* control = { ... }: the control API (core/control). */
+struct script_control {
+    int enabled;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char listen[80];   /* as written */
+    char secret[256];  /* "" none: refused unless the address is loopback */
+    char cors[256];    /* Access-Control-Allow-Origin; "" the API's own origin */
+};
+
 /* The bundle's configuration after chute.config(), with defaults applied.
  * Owned by the script; valid until script_free. */
 struct script_config {
@@ -107,6 +117,7 @@ struct script_config {
     size_t decision_cache;  /* entries; 0 off */
     struct script_dns dns;
     struct script_mitm mitm;
+    struct script_control control;
 };
 
 /* The script host's counters, one X(field, key) each (log/counter.h). */

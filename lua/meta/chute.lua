@@ -68,9 +68,15 @@ local chute = {}
 ---@field timeouts? chute.config.timeouts
 ---@field tun? chute.config.tun  capture a machine's traffic on a TUN device (root)
 ---@field outbound? chute.config.outbound
+---@field control? chute.config.control  the control API and dashboard (off unless given)
 ---@field decision_cache? integer  entries of the per-destination decision cache, 0 off (default 4096)
 ---@field budget? integer  Lua instructions per route() call (default 100000, at least 1000)
 ---@field lua_memory_mb? integer  memory cap of the script state (default 64)
+
+---@class chute.config.control
+---@field listen? string  "IP:PORT" of the Clash-compatible API, /metrics and /ui/ (default "127.0.0.1:9090")
+---@field secret? string  required as "Authorization: Bearer S" or ?token=S; needed off loopback
+---@field cors? string    Access-Control-Allow-Origin for dashboards served elsewhere ("*" any; default the API's own origin)
 
 --- Sets the bundle's configuration. Call it once, from main.lua; an unknown
 --- key or a wrong type stops the bundle from loading with file:line.

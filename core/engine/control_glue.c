@@ -1,0 +1,88 @@
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "control/control.h"
+#include "engine/engine.h"
+#include "script/script.h"
+
+/* What the control API is given of the engine (struct control_env): the
+ * flow table, the counters, the current policies, the mode, a reload. */
+
+static struct outbound_set *
+env_set(void *ud)
+{
+    struct engine *e = ud;
+    return e->out.set;
+}
+
+static void
+env_counters(void *ud, control_counters_fn emit, void *arg)
+{
+    engine_stats_groups(ud, emit, arg);
+}
+
+static void
+env_reload(void *ud)
+{
+    engine_reload(ud);
+}
+
+static const char *const modes[] = {"rule", "direct", "global"};
+
+static const char *
+env_mode(void *ud)
+{
+    return modes[((struct engine *)ud)->mode];
+}
+
+static int
+env_set_mode(void *ud, const char *mode, char *err, size_t errlen)
+{
+    struct engine *e = ud;
+    for (int i = 0; i < 3; i++)
+        if (strcasecmp(mode, modes[i]) == 0) {
+            if (i == ENGINE_MODE_GLOBAL && script_policy_lookup(e->script, "GLOBAL") < 0) {
+                snprintf(err, errlen, "mode: global sends every flow to the group called GLOBAL, "
+                                      "and the bundle has none (chute.group \"GLOBAL\" {...})");
+                return -1;
+            }
+            e->mode = i;
+            return 0;
+        }
+    snprintf(err, errlen, "mode: \"%s\" is not rule, global or direct", mode);
+    return -1;
+}
+
+static const char *
+env_fallback(void *ud)
+{
+    struct engine *e = ud;
+    return script_policy_name(e->script, script_config(e->script)->fallback);
+}
+
+int
+engine_control_start(struct engine *e, char *err, size_t errlen)
+{
+    const struct script_control *sc = &script_config(e->script)->control;
+    if (!sc->enabled || e->control != NULL)
+        return 0;
+    struct control_opts o = {.addr = sc->addr, .addrlen = sc->addrlen};
+    snprintf(o.text, sizeof(o.text), "%s", sc->listen);
+    snprintf(o.secret, sizeof(o.secret), "%s", sc->secret);
+    snprintf(o.cors, sizeof(o.cors), "%s", sc->cors);
+    const struct control_env env = {
+        .loop = e->loop, .flows = e->flows, .out = &e->out, .set = env_set,
+        .counters = env_counters, .reload = env_reload, .mode = env_mode,
+        .set_mode = env_set_mode, .fallback = env_fallback, .ud = e,
+    };
+    e->control = control_new(&env, &o, err, errlen);
+    return e->control != NULL ? 0 : -1;
+}
+
+void
+engine_control_stop(struct engine *e)
+{
+    control_free(e->control);
+    e->control = NULL;
+}

@@ -1,0 +1,21 @@
+# Turns core/control/ui/* (the dashboard's HTML, JS, CSS) into a C table
+# {name, data, length} (control_ui.c), so GET /ui/ needs no file at run
+# time, as scripts/embed_lua.cmake does for lua/.
+file(GLOB files ${SRC_DIR}/*)
+list(SORT files)
+set(out "/* generated from core/control/ui/ by scripts/embed_ui.cmake: do not edit */\n#include <stddef.h>\n")
+set(table "")
+set(i 0)
+foreach(f ${files})
+    get_filename_component(name ${f} NAME)
+    file(READ ${f} hex HEX)
+    string(LENGTH "${hex}" hexlen)
+    math(EXPR n "${hexlen} / 2")
+    string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+    string(APPEND out "static const char ui_${i}[] = {${bytes}0};\n")
+    string(APPEND table "    {\"${name}\", ui_${i}, ${n}},\n")
+    math(EXPR i "${i} + 1")
+endforeach()
+string(APPEND out "const struct control_ui_file { const char *name; const char *data; size_t len; } control_ui_files[] = {\n${table}    {NULL, NULL, 0},\n};\n")
+file(WRITE ${OUT}.tmp "${out}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

@@ -1,0 +1,304 @@
+/* core/control without sockets: the target, query and secret parsers
+ * (req.c), and the router's answers through a fake client, whose JSON
+ * must have the keys and value types of the Clash API's documented
+ * responses (spec/fixtures/control/). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "control/control_int.h"
+#include "flow/flow.h"
+
+static void
+target_parse(void **st)
+{
+    struct control_target t;
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("/proxies/a%20b/delay?url=x"), &t), 0);
+    assert_int_equal(t.nsegs, 3);
+    assert_string_equal(t.segs[1], "a b");
+    assert_int_equal(t.query.len, 5);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("/"), &t), 0);
+    assert_int_equal(t.nsegs, 0);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("//ui//"), &t), 0);
+    assert_int_equal(t.nsegs, 1);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("/a%2"), &t), -1);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("/a%zz"), &t), -1);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("/a%00"), &t), -1);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("/a/b/c/d/e"), &t), -1);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT("http://x/"), &t), -1);
+    assert_int_equal(control_target_parse(MEM_SLICE_LIT(""), &t), -1);
+}
+
+static void
+query_get(void **st)
+{
+    char v[16];
+    struct mem_slice q = MEM_SLICE_LIT("level=debug&token=a%2Bb+c&flag&x=");
+    assert_int_equal(control_query_get(q, "level", v, sizeof(v)), 1);
+    assert_string_equal(v, "debug");
+    assert_int_equal(control_query_get(q, "token", v, sizeof(v)), 1);
+    assert_string_equal(v, "a+b c");
+    assert_int_equal(control_query_get(q, "flag", v, sizeof(v)), 1);
+    assert_string_equal(v, "");
+    assert_int_equal(control_query_get(q, "lev", v, sizeof(v)), 0);
+    assert_int_equal(control_query_get(MEM_SLICE_LIT("a=0123456789abcdefg"), "a", v, sizeof(v)), -1);
+}
+
+static int
+auth(const char *secret, const char *head)
+{
+    struct http_request req;
+    int n = http_h1_parse_request(head, strlen(head), &req);
+    assert_true(n > 0);
+    struct control_target t;
+    assert_int_equal(control_target_parse(req.target, &t), 0);
+    return control_auth_ok(secret, &req, t.query);
+}
+
+static void
+auth_forms(void **st)
+{
+    assert_true(auth("", "GET / HTTP/1.1\r\n\r\n"));
+    assert_true(auth("s3", "GET / HTTP/1.1\r\nAuthorization: Bearer s3\r\n\r\n"));
+    assert_true(auth("s3", "GET / HTTP/1.1\r\nauthorization: bearer s3\r\n\r\n"));
+    assert_true(auth("s3", "GET /?token=s3 HTTP/1.1\r\n\r\n"));
+    assert_false(auth("s3", "GET / HTTP/1.1\r\n\r\n"));
+    assert_false(auth("s3", "GET / HTTP/1.1\r\nAuthorization: Bearer s\r\n\r\n"));
+    assert_false(auth("s3", "GET / HTTP/1.1\r\nAuthorization: Bearer s34\r\n\r\n"));
+    assert_false(auth("s3", "GET / HTTP/1.1\r\nAuthorization: Basic s3\r\n\r\n"));
+    assert_false(auth("s3", "GET /?token=S3 HTTP/1.1\r\n\r\n"));
+    assert_false(auth("s3", "GET /?token= HTTP/1.1\r\n\r\n"));
+}
+
+/* A control on a loop that never runs, one fake client, its answers. */
+struct out {
+    char buf[1 << 20];
+    size_t len;
+};
+
+static void
+collect(void *arg, const char *p, size_t n)
+{
+    struct out *o = arg;
+    assert_true(o->len + n < sizeof(o->buf));
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
+    o->buf[o->len] = '\0';
+}
+
+struct rig {
+    struct ev_loop *loop;
+    struct flow_table *flows;
+    struct control *c;
+    struct out out;
+    struct flow f;
+};
+
+static struct rig *
+rig_new(const char *secret)
+{
+    struct rig *r = calloc(1, sizeof(*r));
+    r->loop = ev_loop_new(EVFLAG_AUTO);
+    r->flows = flow_table_new();
+    struct control_env env = {.loop = r->loop, .flows = r->flows};
+    char err[128];
+    r->c = control_new(&env, NULL, err, sizeof(err));
+    assert_non_null(r->c);
+    control_test_secret(r->c, secret);
+    return r;
+}
+
+static void
+rig_free(struct rig *r)
+{
+    control_free(r->c);
+    if (r->f.id != 0)
+        flow_table_remove(r->flows, &r->f, 0, "done");
+    flow_table_free(r->flows);
+    ev_loop_destroy(r->loop);
+    free(r);
+}
+
+/* Sends |req| on a new client; the body of the (first) answer. */
+static const char *
+ask(struct rig *r, const char *req, int *status)
+{
+    r->out.len = 0;
+    struct control_client *cl = control_client_fake(r->c, collect, &r->out);
+    if (control_client_feed(cl, req, strlen(req)) == 0)
+        control_client_close(cl);
+    assert_true(r->out.len > 12);
+    *status = atoi(r->out.buf + 9);
+    char *b = strstr(r->out.buf, "\r\n\r\n");
+    assert_non_null(b);
+    return b + 4;
+}
+
+/* Every key of |want| is in |got| with a value of the same JSON type,
+ * recursively (arrays: their first elements). */
+static void
+same_shape(json_t *want, json_t *got, const char *path)
+{
+    if (json_typeof(want) != json_typeof(got) &&
+        !(json_is_boolean(want) && json_is_boolean(got)))
+        fail_msg("%s: type %d, Clash's is %d", path, json_typeof(got), json_typeof(want));
+    const char *k;
+    json_t *v;
+    char sub[256];
+    if (json_is_object(want))
+        json_object_foreach(want, k, v) {
+            snprintf(sub, sizeof(sub), "%s.%s", path, k);
+            json_t *g = json_object_get(got, k);
+            if (g == NULL)
+                fail_msg("%s: missing", sub);
+            same_shape(v, g, sub);
+        }
+    if (json_is_array(want) && json_array_size(want) > 0 && json_array_size(got) > 0) {
+        snprintf(sub, sizeof(sub), "%s[0]", path);
+        same_shape(json_array_get(want, 0), json_array_get(got, 0), sub);
+    }
+}
+
+static json_t *
+fixture(const char *name)
+{
+    char path[512];
+    const char *slash = strrchr(__FILE__, '/');
+    int dir = slash ? (int)(slash - __FILE__) : 1;
+    snprintf(path, sizeof(path), "%.*s/../../fixtures/control/%s", dir, slash ? __FILE__ : ".", name);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    if (j == NULL)
+        fail_msg("%s: %s", path, e.text);
+    return j;
+}
+
+static json_t *
+chunked_json(const char *body)
+{
+    /* Undo the chunked framing: "<hex>\r\n<data>\r\n" ... "0\r\n\r\n". */
+    static char plain[1 << 20];
+    size_t o = 0;
+    for (;;) {
+        char *end;
+        unsigned long n = strtoul(body, &end, 16);
+        if (n == 0)
+            break;
+        memcpy(plain + o, end + 2, n);
+        o += n;
+        body = end + 2 + n + 2;
+    }
+    plain[o] = '\0';
+    json_error_t e;
+    json_t *j = json_loads(plain, 0, &e);
+    if (j == NULL)
+        fail_msg("not JSON: %s: %s", e.text, plain);
+    return j;
+}
+
+static void
+connections_shape(void **st)
+{
+    struct rig *r = rig_new("");
+    struct flow *f = &r->f;
+    f->network = FLOW_TCP;
+    f->inbound = FLOW_IN_SOCKS;
+    flow_sockaddr_set(&f->src, 4, (const uint8_t *)"\x7f\0\0\1", 53412);
+    flow_sockaddr_set(&f->local, 4, (const uint8_t *)"\x7f\0\0\1", 7891);
+    flow_addr_from_host(&f->dst, "exa\"mple.com", 12, 443);
+    f->rule = "route";
+    f->policy_name = "auto";
+    f->via = "hk";
+    f->bytes_up = 512;
+    f->bytes_down = 2048;
+    snprintf(f->why, sizeof(f->why), "rules/x.list:3");
+    flow_table_add(r->flows, f, 1714564800.5);
+    int status;
+    const char *b = ask(r, "GET /connections HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    json_t *got = chunked_json(b), *want = fixture("connections.json");
+    same_shape(want, got, "connections");
+    json_t *c = json_array_get(json_object_get(got, "connections"), 0);
+    assert_string_equal(json_string_value(json_object_get(c, "id")), "1");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(c, "metadata"), "host")),
+                        "exa\"mple.com");
+    assert_string_equal(json_string_value(json_object_get(c, "start")), "2024-05-01T12:00:00.500Z");
+    json_t *chains = json_object_get(c, "chains");
+    assert_string_equal(json_string_value(json_array_get(chains, 0)), "hk");
+    assert_string_equal(json_string_value(json_array_get(chains, 1)), "auto");
+    assert_string_equal(json_string_value(json_object_get(c, "rulePayload")), "rules/x.list:3");
+    json_decref(got);
+    json_decref(want);
+    rig_free(r);
+}
+
+static void
+router(void **st)
+{
+    struct rig *r = rig_new("k");
+    int status;
+    const char *b = ask(r, "GET /nope HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 401);
+    assert_string_equal(b, "{\"message\":\"Unauthorized\"}");
+    ask(r, "GET /version HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 401);
+    b = ask(r, "GET /nope HTTP/1.1\r\nAuthorization: Bearer k\r\n\r\n", &status);
+    assert_int_equal(status, 404);
+    b = ask(r, "GET /version?token=k HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(b, "\"version\":\"chute "));
+    b = ask(r, "GET /proxies?token=k HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    json_t *want = fixture("proxies.json"), *got = json_loads(b, 0, NULL);
+    assert_non_null(got);
+    /* No bundle: only GLOBAL, which must look like Clash's selector. */
+    same_shape(json_object_get(json_object_get(want, "proxies"), "auto"),
+               json_object_get(json_object_get(got, "proxies"), "GLOBAL"), "GLOBAL");
+    json_decref(want);
+    json_decref(got);
+    ask(r, "PATCH /configs?token=k HTTP/1.1\r\nContent-Length: 11\r\n\r\n{\"mode\":1}x", &status);
+    assert_int_equal(status, 400);
+    ask(r, "GET /ui/ HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    ask(r, "GARBAGE\r\n\r\n", &status);
+    assert_int_equal(status, 400);
+    ask(r, "POST /configs?token=k HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &status);
+    assert_int_equal(status, 411);
+    /* Pipelined: both answered, in order. */
+    ask(r, "GET /version?token=k HTTP/1.1\r\n\r\nGET /rules?token=k HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(r->out.buf, "\"rules\":[{\"type\":\"Script\""));
+    /* Behind a list long enough to take several slices: answered once
+     * the list is out. */
+    static struct flow many[400];
+    for (size_t i = 0; i < 400; i++) {
+        flow_addr_from_host(&many[i].dst, "example.com", 11, 443);
+        flow_table_add(r->flows, &many[i], 0);
+    }
+    ask(r, "GET /connections?token=k HTTP/1.1\r\n\r\nGET /version?token=k HTTP/1.1\r\n\r\n",
+        &status);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(r->out.buf, "]}\r\n0\r\n\r\nHTTP/1.1 200 OK"));
+    assert_non_null(strstr(r->out.buf, "\"version\":\"chute "));
+    assert_non_null(strstr(r->out.buf, "{\"id\":\"400\""));
+    for (size_t i = 0; i < 400; i++)
+        flow_table_remove(r->flows, &many[i], 0, "done");
+    rig_free(r);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(target_parse),    cmocka_unit_test(query_get),
+        cmocka_unit_test(auth_forms),      cmocka_unit_test(connections_shape),
+        cmocka_unit_test(router),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
