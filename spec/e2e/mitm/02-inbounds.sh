@@ -13,7 +13,8 @@ REV=9443
 mitm_env_up "  listen = { socks = \"127.0.0.1:$SOCKS\", http = \"127.0.0.1:$HTTPP\",
              reverse = { \"127.0.0.1:$REV -> https://test.example:443\" } },
   dns = { upstream = { \"$SRV4\" }, persist = false },
-  mitm = { hosts = { \"test.example\", \"test.example:7443\" } }," <<'LUA'
+  mitm = { hosts = { \"test.example\", \"test.example:7443\", \"test.example:8443\",
+                     \"test.example:8444\" }, skip_verify_hosts = { \"test.example:8443\" } }," <<'LUA'
 chute.module { name = "inline", text = [[
 [URL Rewrite]
 ^https://test\.example/old/(.*) https://test.example/$1 header
@@ -68,6 +69,16 @@ assert_match "host=sub.test.example" "$(mcurl https://test.example/elsewhere/ech
 assert_eq "201 mocked" "$(mcurl -w '%{http_code} ' -o "$NETNS_TMP/mock" https://test.example/mock; cat "$NETNS_TMP/mock")" \
     "Map Local"
 grep -q ' /mock ' "$NETNS_TMP/tls-access.log" && fail "Map Local let the request through"
+
+say "skip_verify_hosts: an origin chute cannot verify, on the user's say-so"
+wait_log "certificate checks are off for origins matching \"test.example:8443\"" 5 ||
+    fail "skip_verify_hosts is not warned at load"
+assert_match "hello" "$(mcurl https://test.example:8443/small)" "the self-signed origin through the MITM"
+say "an origin that speaks only TLS 1.3: passed through uninspected, logged"
+ip netns exec "$NS_CLI" curl -sS --max-time 10 --cacert "$ORIGIN_CA" --resolve "test.example:8444:$SRV4" \
+    -o /dev/null https://test.example:8444/small || fail "the TLS 1.3-only origin, with its own certificate"
+wait_log "test\\.example:8444 speaks only TLS 1\\.3: passed through uninspected" 5 ||
+    fail "the pass-through is not logged"
 
 say "pipelining: three requests in one write, answered in order"
 ip netns exec "$NS_CLI" "$PY" - "$SRV4" "$CHUTE_CA" >"$NETNS_TMP/pipe.out" <<'PY'

@@ -15,6 +15,7 @@
 #   as netns.sh's nginx; /echo answers what arrived (method, URI, x-chute
 #   header, Host); PUT /up/NAME stores the body in $NETNS_TMP/up/NAME.
 #   https://test.example:8443/ with a self-signed certificate: untrusted.
+#   https://test.example:8444/ speaking only TLS 1.3 (which BearSSL cannot).
 # chute's own CA is made in $CHUTE_STATE_DIR on first use.
 
 # shellcheck source=../netns.sh
@@ -82,6 +83,14 @@ http {
         }
     }
     server {
+        listen $SRV4:8444 ssl;
+        server_name _;
+        ssl_protocols TLSv1.3;
+        ssl_certificate $NETNS_TMP/pki/leaf.pem;
+        ssl_certificate_key $NETNS_TMP/pki/leaf.key;
+        root $WWW;
+    }
+    server {
         listen $SRV4:8443 ssl;
         server_name _;
         ssl_certificate $NETNS_TMP/pki/self.pem;
@@ -115,7 +124,7 @@ mitm_env_up() {
 mcurl() {
     ip netns exec "$NS_CLI" curl --silent --show-error --max-time 20 --cacert "$CHUTE_CA" \
         --resolve "test.example:443:$SRV4" --resolve "other.example:443:$SRV4" \
-        --resolve "test.example:8443:$SRV4" "$@"
+        --resolve "test.example:8443:$SRV4" --resolve "test.example:8444:$SRV4" "$@"
 }
 
 # The issuer of the certificate a client sees for HOST:PORT (SNI HOST).
