@@ -97,6 +97,14 @@ int rules_list_parse(const char *buf, size_t len, enum rules_format fmt, int ski
 enum rules_format rules_list_detect(const char *buf, size_t len);
 int rules_list_ambiguous(const char *buf, size_t len);
 
+/* One rule given as fields, as chute.rules has it ({TYPE, VALUE, POLICY,
+ * option...} without the policy): the same types, values and options as a
+ * Surge or classical list line, into |out| (up to |max| entries: a port
+ * list gives one a range). Returns the count, or -1 with |msg| (may be
+ * NULL) saying why. MATCH/FINAL/RULE-SET are the caller's. */
+int rules_rule_parse(struct mem_slice type, struct mem_slice value, const struct mem_slice *opts,
+                     size_t nopts, struct rules_entry *out, size_t max, char *msg, size_t msglen);
+
 /* "surge", "domain-set", "classical", "domain", "ipcidr" -> the format;
  * RULES_FORMAT_AUTO for "auto"; -1 for anything else. */
 int rules_format_parse(const char *name);

@@ -416,7 +416,8 @@ rule_value(struct rules_entry *out, size_t max, char *msg, size_t msglen)
         return 1;
     case RULES_T_NETWORK:
         if (!mem_slice_ieq(v, "tcp") && !mem_slice_ieq(v, "udp"))
-            return fail(msg, msglen, "bad network '%s' (tcp or udp)", RULES_SHOWN(v));
+            return fail(msg, msglen, "bad network '%s' (tcp or udp; PROTOCOL also takes http, "
+                        "https, quic, tls, doh, doh3, doq, stun)", RULES_SHOWN(v));
         return 1;
     case RULES_T_GEOIP:
         /* Country codes, and mihomo's names such as "private" or "lan". */
@@ -469,12 +470,50 @@ rule_option(struct rules_entry *out, int n, unsigned flags, struct mem_slice o, 
                 RULES_SHOWN(o));
 }
 
+/* Surge's PROTOCOL values beyond tcp and udp: what a flow carries, which
+ * chute does not tell apart yet. */
+static const char *const protocols[] = {"HTTP", "HTTPS", "QUIC", "TLS", "DOH", "DOH3", "DOQ",
+                                        "STUN"};
+
+/* TYPE, VALUE, option... as split fields (|nf| >= 1). */
+static int
+rule_fields(const struct mem_slice *f, size_t nf, struct rules_entry *out, size_t max, char *msg,
+            size_t msglen)
+{
+    size_t t, i;
+    int n;
+
+    for (t = 0; t < COUNT(types) && !mem_slice_ieq(f[0], types[t].name); t++)
+        ;
+    if (one_of(f[0], forbidden, COUNT(forbidden)))
+        return fail(msg, msglen, "'%s' cannot appear in a rule list", RULES_SHOWN(f[0]));
+    if (t == COUNT(types) && nf == 1)
+        return fail(msg, msglen, "expected TYPE,VALUE, got '%s'", RULES_SHOWN(f[0]));
+    if (nf < 2 || f[1].len == 0)
+        return fail(msg, msglen, "missing value after '%s'", RULES_SHOWN(f[0]));
+    if (one_of(f[0], unsupported, COUNT(unsupported)) ||
+        (mem_slice_ieq(f[0], "PROTOCOL") && one_of(f[1], protocols, COUNT(protocols)))) {
+        out[0].type = RULES_T_UNSUPPORTED;
+        out[0].value = f[0];
+        return 1;
+    }
+    if (t == COUNT(types))
+        return fail(msg, msglen, "unknown rule type '%s'", RULES_SHOWN(f[0]));
+    out[0].type = types[t].type;
+    out[0].value = f[1];
+    n = rule_value(out, max, msg, msglen);
+    for (i = 2; n > 0 && i < nf; i++) {
+        if (rule_option(out, n, types[t].flags, f[i], msg, msglen) != 0)
+            return -1;
+    }
+    return n;
+}
+
 static int
 rule_line(struct mem_slice line, struct rules_entry *out, size_t max, char *msg, size_t msglen)
 {
     struct mem_slice f[MAX_FIELDS];
-    size_t nf, t, i;
-    int n;
+    size_t nf;
 
     /* A type chute cannot evaluate is skipped whole: its value may be
      * anything (AND's nested lists hold commas), but it must have one. */
@@ -490,24 +529,23 @@ rule_line(struct mem_slice line, struct rules_entry *out, size_t max, char *msg,
     int regex = mem_slice_ieq(type, "DOMAIN-REGEX") || mem_slice_ieq(type, "PROCESS-NAME-REGEX");
     if (split_fields(line, f, &nf, regex, msg, msglen) != 0)
         return -1;
-    for (t = 0; t < COUNT(types) && !mem_slice_ieq(f[0], types[t].name); t++)
-        ;
-    if (one_of(f[0], forbidden, COUNT(forbidden)))
-        return fail(msg, msglen, "'%s' cannot appear in a rule list", RULES_SHOWN(f[0]));
-    if (t == COUNT(types) && nf == 1)
-        return fail(msg, msglen, "expected TYPE,VALUE, got '%s'", RULES_SHOWN(f[0]));
-    if (t == COUNT(types))
-        return fail(msg, msglen, "unknown rule type '%s'", RULES_SHOWN(f[0]));
-    if (nf < 2 || f[1].len == 0)
-        return fail(msg, msglen, "missing value after '%s'", RULES_SHOWN(f[0]));
-    out[0].type = types[t].type;
-    out[0].value = f[1];
-    n = rule_value(out, max, msg, msglen);
-    for (i = 2; n > 0 && i < nf; i++) {
-        if (rule_option(out, n, types[t].flags, f[i], msg, msglen) != 0)
-            return -1;
-    }
-    return n;
+    return rule_fields(f, nf, out, max, msg, msglen);
+}
+
+int
+rules_rule_parse(struct mem_slice type, struct mem_slice value, const struct mem_slice *opts,
+                 size_t nopts, struct rules_entry *out, size_t max, char *msg, size_t msglen)
+{
+    struct mem_slice f[MAX_FIELDS];
+
+    memset(&out[0], 0, sizeof(out[0]));
+    if (nopts > MAX_FIELDS - 2)
+        return fail(msg, msglen, "too many options after %s", RULES_SHOWN(type));
+    f[0] = type;
+    f[1] = value;
+    for (size_t i = 0; i < nopts; i++)
+        f[2 + i] = opts[i];
+    return rule_fields(f, 2 + nopts, out, max, msg, msglen);
 }
 
 /* Surge DOMAIN-SET: ".a.com" is a.com and below, anything else exact. */

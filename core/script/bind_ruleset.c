@@ -23,6 +23,9 @@ struct ruleset {
     struct rules_domains *domains; /* DOMAIN, DOMAIN-SUFFIX, DOMAIN-KEYWORD */
     struct rules_domains *subs;    /* Clash ".a.com": matched on the host minus its first label */
     struct rules_cidrs *dst, *src;
+    struct rules_cidrs *dst_res;   /* the IP-CIDR lines without no-resolve: a named flow's
+                                    * resolved addresses are matched against these */
+    size_t nres;                   /* their count: a named flow needs resolving */
     struct rules_ports *dport, *sport;
     struct rules_regexes *regexes; /* DOMAIN-REGEX */
     struct rules_wildcards *wild;  /* DOMAIN-WILDCARD, Clash "*.a.com" */
@@ -49,6 +52,7 @@ ruleset_fini(struct ruleset *rs)
     rules_domains_free(rs->domains);
     rules_domains_free(rs->subs);
     rules_cidrs_free(rs->dst);
+    rules_cidrs_free(rs->dst_res);
     rules_cidrs_free(rs->src);
     rules_ports_free(rs->dport);
     rules_ports_free(rs->sport);
@@ -102,13 +106,14 @@ struct load_ctx {
  * has for each: chute's HTTP listener serves CONNECT (mihomo's HTTPS) and
  * plain requests (HTTP) as one inbound, so both match its flows; the types
  * chute has no listener for are valid and never match. */
-static int
-in_type(struct mem_slice v, uint32_t tag, uint32_t *tags)
+int
+script_in_types(struct mem_slice v, uint8_t *mask)
 {
     static const char *const never[] = {"SOCKS4", "SHADOWSOCKS", "VMESS", "VLESS", "REDIR",
                                         "TPROXY", "TROJAN", "TUNNEL", "TUIC", "HYSTERIA2",
                                         "ANYTLS", "INNER", "MIXED"};
     const char *p = v.ptr, *end = v.ptr + v.len;
+    *mask = 0;
     for (;;) {
         const char *slash = memchr(p, '/', (size_t)(end - p));
         struct mem_slice t = mem_slice(p, (size_t)((slash ? slash : end) - p));
@@ -123,8 +128,8 @@ in_type(struct mem_slice v, uint32_t tag, uint32_t *tags)
             known |= mem_slice_ieq(t, never[i]);
         if (in < 0 && !known)
             return -1;
-        if (in >= 0 && tags[in] == 0)
-            tags[in] = tag;
+        if (in >= 0)
+            *mask |= (uint8_t)(1u << in);
         if (slash == NULL)
             return 0;
         p = slash + 1;
@@ -138,6 +143,7 @@ on_entry(void *arg, const struct rules_entry *e)
     struct ruleset *rs = ctx->rs;
     uint32_t tag = e->line;
     char re[1024];
+    uint8_t mask;
     int rc = 0;
     switch (e->type) {
     case RULES_T_DOMAIN:
@@ -174,15 +180,22 @@ on_entry(void *arg, const struct rules_entry *e)
         rs->nsrc++; /* read from the flow's local address: not for the cache */
         break;
     case RULES_T_IN_TYPE:
-        if (in_type(e->value, tag, rs->in_type_tag) != 0) {
+        if (script_in_types(e->value, &mask) != 0) {
             snprintf(rs->errbuf, sizeof(rs->errbuf),
                      "unknown inbound type '%.*s' (SOCKS5, HTTP, HTTPS, TUN, ...)",
                      (int)(e->value.len > 64 ? 64 : e->value.len), e->value.ptr);
             rc = -1;
         }
+        for (int i = 0; i < 3; i++)
+            if ((mask & (1u << i)) && rs->in_type_tag[i] == 0)
+                rs->in_type_tag[i] = tag;
         break;
     case RULES_T_IP_CIDR:
         rc = rules_cidrs_add(rs->dst, e->family, e->addr, e->prefix, tag);
+        if (rc == 0 && !(e->options & RULES_OPT_NO_RESOLVE)) {
+            rc = rules_cidrs_add(rs->dst_res, e->family, e->addr, e->prefix, tag);
+            rs->nres++;
+        }
         break;
     case RULES_T_SRC_IP_CIDR:
         rc = rules_cidrs_add(rs->src, e->family, e->addr, e->prefix, tag);
@@ -268,6 +281,83 @@ read_file(const char *path, size_t *len, const char **why)
     return buf;
 }
 
+/* A new empty ruleset userdata named |name| on the stack (raises when out
+ * of memory: nothing is held then). */
+static struct ruleset *
+ruleset_push(lua_State *L, const char *name)
+{
+    struct ruleset *rs = lua_newuserdatauv(L, sizeof(*rs), 0);
+    memset(rs, 0, sizeof(*rs));
+    luaL_setmetatable(L, "chute.ruleset");
+    rs->name = strdup(name);
+    rs->domains = rules_domains_new();
+    rs->subs = rules_domains_new();
+    rs->dst = rules_cidrs_new();
+    rs->dst_res = rules_cidrs_new();
+    rs->src = rules_cidrs_new();
+    rs->dport = rules_ports_new();
+    rs->sport = rules_ports_new();
+    rs->regexes = rules_regexes_new();
+    rs->wild = rules_wildcards_new();
+    rs->proc_re = rules_regexes_new();
+    rs->inport = rules_ports_new();
+    if (!rs->name || !rs->domains || !rs->subs || !rs->dst || !rs->dst_res || !rs->src ||
+        !rs->dport || !rs->sport || !rs->regexes || !rs->wild || !rs->proc_re || !rs->inport)
+        luaL_error(L, "chute.ruleset: out of memory");
+    return rs;
+}
+
+/* Parses |buf| as |fmt| into |rs| and builds its sets; logs what was left
+ * out. Never raises (the caller holds |buf|): -1 with |err| naming the
+ * list and the line. */
+static int
+ruleset_fill(struct ruleset *rs, const char *buf, size_t len, int fmt, int skip, int strict,
+             char *err, size_t errlen)
+{
+    const char *name = rs->name;
+    if (fmt == RULES_FORMAT_AUTO && rules_list_ambiguous(buf, len)) {
+        snprintf(err, errlen, "%s: a domain list with '.name' lines: Surge's DOMAIN-SET reads "
+                 "'.a.com' as a.com and below, a Clash domain list as below a.com only; say "
+                 "which with format = \"domain-set\" or \"domain\"", name);
+        return -1;
+    }
+    if (fmt == RULES_FORMAT_AUTO)
+        fmt = rules_list_detect(buf, len);
+    struct load_ctx ctx = {.rs = rs, .fmt = (enum rules_format)fmt,
+                           .surge = fmt == RULES_FORMAT_SURGE, .strict = strict};
+    struct rules_list_error le = {0};
+    size_t skipped = 0;
+    int rc = rules_list_parse(buf, len, (enum rules_format)fmt, skip, on_entry, &ctx, &skipped,
+                              &le);
+    if (rc == RULES_LIST_ERR_FORMAT) {
+        snprintf(err, errlen, "%s: cannot tell the format (give format = ...)", name);
+        return -1;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "%s:%d: %s", name, (int)le.line, le.msg);
+        return -1;
+    }
+    if (rc > 0) {
+        snprintf(err, errlen, "%s: %s", name, rs->err);
+        return -1;
+    }
+    if (rules_domains_build(rs->domains) || rules_domains_build(rs->subs) ||
+        rules_cidrs_build(rs->dst) || rules_cidrs_build(rs->dst_res) ||
+        rules_cidrs_build(rs->src) || rules_ports_build(rs->dport) ||
+        rules_ports_build(rs->sport) || rules_ports_build(rs->inport)) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    if (skipped > 0)
+        LOG_WARN("chute.ruleset: %s: %zu invalid lines left out (the first: line %u: %s)", name,
+                 skipped, le.line, le.msg);
+    if (ctx.unsupported > 0)
+        LOG_WARN("chute.ruleset: %s: %zu rule%s of types chute cannot evaluate left out (the "
+                 "first: %s:%u, %s; strict = true makes this an error)", name, ctx.unsupported,
+                 ctx.unsupported == 1 ? "" : "s", name, ctx.first_line, ctx.first_type);
+    return 0;
+}
+
 int
 script_l_ruleset(lua_State *L)
 {
@@ -300,63 +390,62 @@ script_l_ruleset(lua_State *L)
     char path[4096];
     if (script_bundle_path(s, rel, path, sizeof(path)) != 0)
         return luaL_error(L, "chute.ruleset: '%s' is not a path inside the bundle", rel);
-
-    struct ruleset *rs = lua_newuserdatauv(L, sizeof(*rs), 0);
-    memset(rs, 0, sizeof(*rs));
-    luaL_setmetatable(L, "chute.ruleset");
-    rs->name = strdup(rel);
-    rs->domains = rules_domains_new();
-    rs->subs = rules_domains_new();
-    rs->dst = rules_cidrs_new();
-    rs->src = rules_cidrs_new();
-    rs->dport = rules_ports_new();
-    rs->sport = rules_ports_new();
-    rs->regexes = rules_regexes_new();
-    rs->wild = rules_wildcards_new();
-    rs->proc_re = rules_regexes_new();
-    rs->inport = rules_ports_new();
-    if (!rs->name || !rs->domains || !rs->subs || !rs->dst || !rs->src || !rs->dport ||
-        !rs->sport || !rs->regexes || !rs->wild || !rs->proc_re || !rs->inport)
-        return luaL_error(L, "chute.ruleset: out of memory");
-
+    struct ruleset *rs = ruleset_push(L, rel);
     size_t len = 0;
     const char *why = NULL;
     char *buf = read_file(path, &len, &why);
     if (buf == NULL)
         return luaL_error(L, "chute.ruleset: %s: %s", rel, why);
-    if (fmt == RULES_FORMAT_AUTO && rules_list_ambiguous(buf, len)) {
-        free(buf);
-        return luaL_error(L, "chute.ruleset: %s: a domain list with '.name' lines: Surge's "
-                             "DOMAIN-SET reads '.a.com' as a.com and below, a Clash domain "
-                             "list as below a.com only; say which with format = "
-                             "\"domain-set\" or \"domain\"", rel);
-    }
-    if (fmt == RULES_FORMAT_AUTO)
-        fmt = rules_list_detect(buf, len);
-    struct load_ctx ctx = {.rs = rs, .fmt = (enum rules_format)fmt,
-                           .surge = fmt == RULES_FORMAT_SURGE, .strict = strict};
-    struct rules_list_error err = {0};
-    size_t skipped = 0;
-    int rc = rules_list_parse(buf, len, (enum rules_format)fmt, skip, on_entry, &ctx, &skipped,
-                              &err);
-    free(buf);
-    if (rc == RULES_LIST_ERR_FORMAT)
-        return luaL_error(L, "chute.ruleset: %s: cannot tell the format (give format = ...)", rel);
-    if (rc < 0)
-        return luaL_error(L, "chute.ruleset: %s:%d: %s", rel, (int)err.line, err.msg);
-    if (rc > 0)
-        return luaL_error(L, "chute.ruleset: %s: %s", rel, rs->err);
-    if (rules_domains_build(rs->domains) || rules_domains_build(rs->subs) ||
-        rules_cidrs_build(rs->dst) || rules_cidrs_build(rs->src) || rules_ports_build(rs->dport) ||
-        rules_ports_build(rs->sport) || rules_ports_build(rs->inport))
-        return luaL_error(L, "chute.ruleset: %s: out of memory", rel);
-    if (skipped > 0)
-        LOG_WARN("chute.ruleset: %s: %zu invalid lines left out (the first: line %u: %s)", rel,
-                 skipped, err.line, err.msg);
-    if (ctx.unsupported > 0)
-        LOG_WARN("chute.ruleset: %s: %zu rule%s of types chute cannot evaluate left out (the "
-                 "first: %s:%u, %s; strict = true makes this an error)", rel, ctx.unsupported,
-                 ctx.unsupported == 1 ? "" : "s", rel, ctx.first_line, ctx.first_type);
+    char err[300];
+    int rc = ruleset_fill(rs, buf, len, fmt, skip, strict, err, sizeof(err));
+    free(buf); /* before an error unwinds */
+    if (rc != 0)
+        return luaL_error(L, "chute.ruleset: %s", err);
+    return 1;
+}
+
+/* Surge's internal rule sets (manual, Rule Set: "Internal Rule Sets"), as
+ * lists: LAN resolves a name for its CIDRs, as Surge says it does; SYSTEM
+ * is Apple's own services, whose USER-AGENT lines chute cannot match. */
+static const char lan_list[] = "DOMAIN-SUFFIX,local\n"
+                               "IP-CIDR,192.168.0.0/16\n"
+                               "IP-CIDR,10.0.0.0/8\n"
+                               "IP-CIDR,172.16.0.0/12\n"
+                               "IP-CIDR,127.0.0.0/8\n"
+                               "IP-CIDR,100.64.0.0/10\n"
+                               "IP-CIDR6,fe80::/10\n";
+static const char system_list[] = "DOMAIN,api.smoot.apple.com\n"
+                                  "DOMAIN,captive.apple.com\n"
+                                  "DOMAIN,configuration.apple.com\n"
+                                  "DOMAIN,guzzoni.apple.com\n"
+                                  "DOMAIN,smp-device-content.apple.com\n"
+                                  "DOMAIN,xp.apple.com\n"
+                                  "DOMAIN-SUFFIX,ess.apple.com\n"
+                                  "DOMAIN-SUFFIX,push-apple.com.akadns.net\n"
+                                  "DOMAIN-SUFFIX,push.apple.com\n"
+                                  "DOMAIN,aod.itunes.apple.com\n"
+                                  "DOMAIN,mesu.apple.com\n"
+                                  "DOMAIN,api.smoot.apple.cn\n"
+                                  "DOMAIN,gs-loc.apple.com\n"
+                                  "DOMAIN,mvod.itunes.apple.com\n"
+                                  "DOMAIN,streamingaudio.itunes.apple.com\n"
+                                  "DOMAIN-SUFFIX,lcdn-locator.apple.com\n"
+                                  "DOMAIN-SUFFIX,lcdn-registration.apple.com\n"
+                                  "DOMAIN-SUFFIX,ls.apple.com\n"
+                                  "PROCESS-NAME,trustd\n";
+
+int
+script_ruleset_builtin(lua_State *L, const char *name)
+{
+    const char *text = strcmp(name, "LAN") == 0      ? lan_list
+                       : strcmp(name, "SYSTEM") == 0 ? system_list
+                                                     : NULL;
+    char err[300];
+    if (text == NULL)
+        return 0;
+    struct ruleset *rs = ruleset_push(L, name);
+    if (ruleset_fill(rs, text, strlen(text), RULES_FORMAT_SURGE, 0, 0, err, sizeof(err)) != 0)
+        return luaL_error(L, "RULE-SET,%s: %s", name, err);
     return 1;
 }
 
@@ -397,10 +486,7 @@ script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line)
         better(rules_regexes_match(rs->regexes, h, n, &tag), &tag, &best);
         better(rules_wildcards_match(rs->wild, h, n, &tag), &tag, &best);
     }
-    if (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6) {
-        int fam = f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6;
-        better(rules_cidrs_match(rs->dst, fam, f->dst.ip, &tag), &tag, &best);
-    }
+    better(script_cidrs_match_flow(rs->dst, rs->dst_res, f, &tag), &tag, &best);
     if (rs->nsrc > 0 && (f->src.ss_family == AF_INET || f->src.ss_family == AF_INET6)) {
         /* The decision now depends on the source: not for the cache. */
         f->_reads |= FLOW_READ_UNCACHEABLE;
@@ -444,6 +530,10 @@ script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line)
             better(rules_regexes_match(rs->proc_re, p->name, strlen(p->name), &tag), &tag,
                    &best);
     }
+    /* Nothing else matched, and the list has IP-CIDR lines that resolve:
+     * the flow's addresses decide (a trial until they are known). */
+    if (best == UINT32_MAX && rs->nres > 0)
+        script_ip_rule_reached(f);
     if (best == UINT32_MAX)
         return 0;
     snprintf(f->why, sizeof(f->why), "%s:%u", rs->name, best);

@@ -265,8 +265,7 @@ test_values(void **state)
         {"DOMAIN,.", "bad domain '.'"},
         {"DOMAIN-WILDCARD,a.*/x", "bad wildcard 'a.*/x'"},
         {"DOMAIN-KEYWORD,goo gle", "bad keyword 'goo gle'"},
-        {"NETWORK,quic", "bad network 'quic' (tcp or udp)"},
-        {"PROTOCOL,HTTPS", "bad network 'HTTPS'"},
+        {"NETWORK,quic", "bad network 'quic' (tcp or udp; PROTOCOL also takes"},
         {"GEOIP,C N", "bad country 'C N'"},
         {"IP-ASN,AS13335", "bad ASN 'AS13335'"},
         {"IP-ASN,4294967296", "bad ASN '4294967296'"},
@@ -368,6 +367,8 @@ test_rule_types_refused(void **state)
         {"AND,((DOMAIN,a.com),(DST-PORT,443))", "AND"},
         {"USER-AGENT,Instagram*", "USER-AGENT"},
         {"url-regex,^https?://a\\.com/(x|y),z", "url-regex"},
+        {"PROTOCOL,HTTPS", "PROTOCOL"}, /* what the flow carries: not told apart yet */
+        {"PROTOCOL,quic", "PROTOCOL"},
     };
     struct got g;
     size_t i;
