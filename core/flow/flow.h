@@ -47,7 +47,7 @@ struct flow {
     uint8_t _resolvable;      /* whoever opens the flow can resolve its name first: a route()
                                * that reaches an IP rule needing the address is a trial */
     struct flow_resolved resolved; /* a named flow's addresses, for IP rules (FLOW_READ_RESOLVE) */
-    char why[160];            /* what matched: "rules/ads.list:12", "rule 3 DOMAIN,a.com" */
+    char why[128];            /* what matched: "rules/ads.list:12", "rule 3 DOMAIN,a.com" */
     char *sniffed;            /* the name read from the first bytes (TLS SNI, HTTP Host); owned */
     int8_t mitm;              /* route()'s say on the MITM: 0 the host list decides,
                                * 1 intercept, -1 never ({ mitm = false }) */

@@ -527,7 +527,7 @@ l_route(lua_State *L)
         if (p->rules[i].c.type == C_RULESET) {
             char line[sizeof(f->why)]; /* the list's own "file:line", from its match */
             memcpy(line, f->why, sizeof(line));
-            snprintf(f->why, sizeof(f->why), "rule %zu %.140s", i + 1, line);
+            snprintf(f->why, sizeof(f->why), "rule %zu %.110s", i + 1, line);
         } else {
             snprintf(f->why, sizeof(f->why), "%s", p->rules[i].desc);
         }
