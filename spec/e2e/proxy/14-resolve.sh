@@ -3,7 +3,8 @@
 # resolves the SOCKS5 (socks5h) or HTTP proxy client's name through chute's
 # resolver (here the hosts file: localhost is 127.0.0.1) when it is reached
 # before any match, and decides on the address; with no-resolve the rule
-# skips names; an IP literal never resolves.
+# skips names; an IP literal never resolves; the decision cache keeps the
+# outcome, so the name resolves once however many flows follow.
 . "$(dirname "$0")/../lib.sh"
 
 e2e_init
@@ -31,9 +32,17 @@ assert_log "connect localhost:$ORIGIN_PORT: rejected" "the open is refused after
 assert_log "tcp socks .* -> localhost:$ORIGIN_PORT policy=REJECT rule=\"route rule 2 IP-CIDR,127\.0\.0\.0/8\"" \
     "flow line: REJECT by rule 2"
 
-say "the same name through the HTTP proxy"
+say "localhost again: the decision cache answers, no second lookup"
+rc=$(curl_rc -x "socks5h://$SOCKS" "http://localhost:$ORIGIN_PORT/small")
+[ "$rc" != 0 ] || fail "the second flow to the name was not refused"
+wait_log_count "tcp socks .* -> localhost:$ORIGIN_PORT policy=REJECT" 2 10
+
+say "the same name through the HTTP proxy (its own cache key: one more lookup)"
 status=$(http_status -x "http://127.0.0.1:$HTTP_PORT" "http://localhost:$ORIGIN_PORT/small")
 [ "$status" != 200 ] || fail "HTTP proxy: the name was not refused (status 200)"
 assert_log "tcp http .* -> localhost:$ORIGIN_PORT policy=REJECT" "HTTP flow line: policy=REJECT"
 
+chute_stop_within 5
+assert_log "stats .* dcache_hits=1 .* rule_resolves=2( |\$)" \
+    "two resolutions for IP rules, one flow decided by the cache (the stats line)"
 e2e_pass
