@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# IP rules on fake-IP flows through the TUN (root; issue 13): curl asks for
+# test.example and gets a fake IP from chute; the flow is named, and the
+# IP-CIDR rule for the server's real address (without no-resolve) resolves
+# the name through chute's resolver (dnsmasq's real answer, not the fake
+# IP) and rejects the flow. The same rule with no-resolve skips the name
+# and the file arrives; so does an address literal, which never resolves.
+. "$(dirname "$0")/../netns.sh"
+. "$(dirname "$0")/dnslib.bash"
+need_root
+need_cmd dig
+netns_setup
+ns_dns_cleanup_hook
+servers_start http
+ns_dnsmasq 60
+ns_resolv "$NS_CLI" "$FAKE_RESOLVER"
+
+rules_bundle() { # OPTION: "" or ', "no-resolve"'
+    tun_bundle "  dns = { upstream = { \"$SRV4\" }, persist = false }," <<LUA
+chute.route = chute.rules {
+  {"IP-CIDR", "$SRV4/32", "REJECT"$1},
+  {"FINAL", "DIRECT"},
+}
+LUA
+}
+
+rules_bundle ""
+tun_chute_start
+say "test.example resolves (for the rule) into $SRV4/32: rejected"
+f=$(cli dig test.example A +short "${DIG_WAIT[@]}" 2>&1)
+assert_in_net "$f" 198.18.0.0/15 "the client got a fake IP ($f)"
+rc=$(cli curl --silent --max-time 10 -o /dev/null "http://test.example/small" 2>/dev/null; echo $?) || true
+[ "${rc##*$'\n'}" != 0 ] || fail "the named flow went through: the IP rule did not resolve it"
+assert_eq 1 "$(wait_log_count "tcp tun [0-9.]+:[0-9]+ -> test\\.example:80 policy=REJECT rule=\"route rule 1 IP-CIDR,${SRV4//./\\.}/32\"" 1)" \
+    "the flow line: test.example, REJECT by rule 1"
+chute_stop_within 5
+assert_log "stats .* rule_resolves=1( |\$)" "one resolution for the IP rule"
+assert_eq 0 "$(grep -c "tcp tun .* -> test\\.example:80 policy=DIRECT" "$CHUTE_LOG" || true)" \
+    "no DIRECT flow to the name (the fake IP was never taken for the address)"
+
+rules_bundle ', "no-resolve"'
+tun_chute_start
+say "with no-resolve the rule skips the name: the file arrives"
+f=$(cli dig test.example A +short "${DIG_WAIT[@]}" 2>&1)
+got=$(cli_fetch_sha "http://test.example/small")
+assert_eq "$SHA_SMALL" "$got" "curl http://test.example/small through FINAL DIRECT"
+say "an address literal matches the rule and never resolves"
+rc=$(cli curl --silent --max-time 10 -o /dev/null "http://$SRV4/small" 2>/dev/null; echo $?) || true
+[ "${rc##*$'\n'}" != 0 ] || fail "http://$SRV4/ went through: the IP rule did not match it"
+chute_stop_within 5
+assert_log "stats .* rule_resolves=0( |\$)" "no resolution for IP rules"
+e2e_pass
