@@ -59,6 +59,12 @@ real printer.local "REJECT${T}route rule 9 LAN:1"
 real localhost "REJECT${T}route rule 9 LAN:5${T}resolved localhost: 127.0.0.1"
 real localhost "DIRECT${T}route rule 11 FINAL" --network udp
 
+# The rule being parsed when the error is raised is freed with the rest
+# (under the Sanitize build, LeakSanitizer reports it otherwise).
+chute check rules-bad-cidr
+expect "a bad CIDR names the rule, and leaks nothing" 1 "" \
+    "chute: rules-bad-cidr/main.lua:2: chute.rules: rule 2: bad CIDR '10.0.0.0/33'"
+
 chute check rules-misspelt
 expect "a misspelt option is an error, as in a list" 1 "" \
     "chute: rules-misspelt/main.lua:2: chute.rules: rule 1: unknown option 'no-reslove' (no-resolve, src or extended-matching)"
