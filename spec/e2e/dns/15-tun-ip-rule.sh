@@ -33,6 +33,7 @@ rc=$(cli curl --silent --max-time 10 -o /dev/null "http://test.example/small" 2>
 [ "${rc##*$'\n'}" != 0 ] || fail "the named flow went through: the IP rule did not resolve it"
 assert_eq 1 "$(wait_log_count "tcp tun [0-9.]+:[0-9]+ -> test\\.example:80 policy=REJECT rule=\"route rule 1 IP-CIDR,${SRV4//./\\.}/32\"" 1)" \
     "the flow line: test.example, REJECT by rule 1"
+assert_log "tcp tun .* -> test\.example:80 policy=REJECT .*close=rejected" "closed as rejected (a reset)"
 chute_stop_within 5
 assert_log "stats .* rule_resolves=1( |\$)" "one resolution for the IP rule"
 assert_eq 0 "$(grep -c "tcp tun .* -> test\\.example:80 policy=DIRECT" "$CHUTE_LOG" || true)" \

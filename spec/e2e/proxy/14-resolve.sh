@@ -27,10 +27,10 @@ assert_log "tcp socks .* -> 127\.0\.0\.1:$ORIGIN_PORT policy=DIRECT rule=\"route
 
 say "localhost (a name): rule 1 skips it (no-resolve), rule 2 resolves it into 127.0.0.0/8"
 rc=$(curl_rc -x "socks5h://$SOCKS" "http://localhost:$ORIGIN_PORT/small")
-[ "$rc" != 0 ] || fail "the name was not refused (curl exit 0)"
+assert_eq 97 "$rc" "refused as any REJECT: SOCKS5 reply 2 (curl exit 97)"
 assert_log "connect localhost:$ORIGIN_PORT: rejected" "the open is refused after the resolution"
-assert_log "tcp socks .* -> localhost:$ORIGIN_PORT policy=REJECT rule=\"route rule 2 IP-CIDR,127\.0\.0\.0/8\"" \
-    "flow line: REJECT by rule 2"
+assert_log "tcp socks .* -> localhost:$ORIGIN_PORT policy=REJECT rule=\"route rule 2 IP-CIDR,127\.0\.0\.0/8\" .*close=rejected" \
+    "flow line: REJECT by rule 2, close=rejected"
 
 say "localhost again: the decision cache answers, no second lookup"
 rc=$(curl_rc -x "socks5h://$SOCKS" "http://localhost:$ORIGIN_PORT/small")
@@ -39,7 +39,7 @@ wait_log_count "tcp socks .* -> localhost:$ORIGIN_PORT policy=REJECT" 2 10
 
 say "the same name through the HTTP proxy (its own cache key: one more lookup)"
 status=$(http_status -x "http://127.0.0.1:$HTTP_PORT" "http://localhost:$ORIGIN_PORT/small")
-[ "$status" != 200 ] || fail "HTTP proxy: the name was not refused (status 200)"
+assert_eq 403 "$status" "refused as any REJECT: 403 Forbidden"
 assert_log "tcp http .* -> localhost:$ORIGIN_PORT policy=REJECT" "HTTP flow line: policy=REJECT"
 
 chute_stop_within 5
