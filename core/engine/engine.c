@@ -74,9 +74,8 @@ route(struct engine *e, struct flow *f)
         return;
     f->_reads = 0;
     f->why[0] = '\0';
-    /* Only an open can wait for a name (flow_open): UDP decides at once,
-     * and its IP rules skip a name as no-resolve would. */
-    f->_resolvable = f->network == FLOW_TCP && e->dns != NULL;
+    /* An IP rule may wait for the name (flow_open, flow/udp.c). */
+    f->_resolvable = e->dns != NULL;
     script_route(e->script, f);
     if ((f->_reads & FLOW_READ_RESOLVE) && f->_resolvable &&
         f->resolved.state == FLOW_RESOLVE_NONE) {

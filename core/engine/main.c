@@ -251,7 +251,7 @@ cmd_route(int argc, char **argv)
     struct sockaddr_in *src = (struct sockaddr_in *)&f.src;
     src->sin_family = AF_INET;
     src->sin_addr.s_addr = htonl(0x7f000001);
-    f._resolvable = f.network == FLOW_TCP; /* as the engine: only an open can wait */
+    f._resolvable = 1; /* as the engine: an IP rule may wait for the name */
     script_route(s, &f);
     char shown[600] = "";
     if ((f._reads & FLOW_READ_RESOLVE) && f._resolvable && f.resolved.state == FLOW_RESOLVE_NONE) {

@@ -55,9 +55,9 @@ real 198.18.0.1:80 "REJECT${T}route rule 10 IP-CIDR,198.18.0.0/15"
 real 192.168.7.7:80 "REJECT${T}route rule 9 LAN:2"
 real printer.local "REJECT${T}route rule 9 LAN:1"
 # localhost (the hosts file) resolves into LAN's 127.0.0.0/8: Surge's LAN
-# resolves; over UDP the engine cannot wait, and the IP rules skip the name.
+# resolves, for TCP and UDP flows alike.
 real localhost "REJECT${T}route rule 9 LAN:5${T}resolved localhost: 127.0.0.1"
-real localhost "DIRECT${T}route rule 11 FINAL" --network udp
+real localhost "REJECT${T}route rule 9 LAN:5${T}resolved localhost: 127.0.0.1" --network udp
 
 # The rule being parsed when the error is raised is freed with the rest
 # (under the Sanitize build, LeakSanitizer reports it otherwise).
