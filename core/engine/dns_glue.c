@@ -39,8 +39,8 @@ same_server(const struct script_dns *a, const struct script_dns *b)
     return 1;
 }
 
-static void
-resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro)
+void
+engine_resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro)
 {
     dns_resolver_opts_default(ro);
     memcpy(ro->upstream, cfg->dns.upstream, sizeof(ro->upstream));
@@ -79,7 +79,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
                 char *err, size_t errlen)
 {
     struct dns_resolver_opts ro;
-    resolver_opts(cfg, &ro);
+    engine_resolver_opts(cfg, &ro);
     if (dns_resolver_configure(e->dns, &ro, err, errlen) != 0)
         return -1;
     if (!cfg->dns.enabled) {
@@ -97,7 +97,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
              * resolver settings and its DNS server, rebuilt from its state. */
             if (old != NULL) {
                 char ignored[256];
-                resolver_opts(old, &ro);
+                engine_resolver_opts(old, &ro);
                 dns_resolver_configure(e->dns, &ro, ignored, sizeof(ignored));
                 if (old->dns.enabled) {
                     e->dnss = server_new(e, old, ignored, sizeof(ignored));

@@ -102,7 +102,15 @@ route(struct engine *e, struct flow *f)
         return;
     f->_reads = 0;
     f->why[0] = '\0';
+    /* An IP rule may wait for the name (flow_open, flow/udp.c). */
+    f->_resolvable = e->dns != NULL;
     script_route(e->script, f);
+    if ((f->_reads & FLOW_READ_RESOLVE) && f->_resolvable &&
+        f->resolved.state == FLOW_RESOLVE_NONE) {
+        f->policy = FLOW_POLICY_DIRECT; /* a trial: flow_open resolves and decides again */
+        f->rule = "resolving";
+        return;
+    }
     if (!(f->_reads & FLOW_READ_UNCACHEABLE) && strcmp(f->rule, "route") == 0)
         flow_dcache_put(e->dcache, f);
 }
@@ -233,7 +241,9 @@ chute_engine_new(chute_engine **out, const struct chute_options *opts)
     e->flows = flow_table_new();
     e->fenv = (struct flow_env){.loop = e->loop, .flows = e->flows, .out = &e->out,
                                 .local = &e->local, .opts = &e->fopts, .name = env_name,
-                                .decide = env_decide, .dns_tcp = env_dns_tcp, .ud = e};
+                                .decide = env_decide, .dns_tcp = env_dns_tcp, .ud = e,
+                                .resolve = engine_flow_resolve,
+                                .resolve_cancel = engine_flow_resolve_cancel};
     if (e->loop == NULL || e->flows == NULL)
         goto fail;
     struct dns_resolver_opts dopts;

@@ -92,6 +92,7 @@ struct engine {
     uint32_t rule_version;   /* bumped by every reload */
     uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
     uint64_t dcache_hits_before;
+    uint64_t rule_resolves;  /* names resolved because an IP rule needed them (resolve_glue.c) */
     uint64_t reloads;        /* successful reloads */
     struct control *control; /* NULL unless the bundle has control = {...} */
     int mode;                /* enum engine_mode: the control API's Clash mode */
@@ -178,5 +179,17 @@ int engine_state_dir(char *dir, size_t n);
 int engine_ca_paths(char *cert, size_t certlen, char *key, size_t keylen);
 /* `chute ca ...` (argv[1] is "ca"): the exit status. */
 int engine_ca_main(int argc, char **argv);
+struct dns_resolver_opts;
+/* dns_glue.c: the resolver options a bundle's config asks for. */
+void engine_resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro);
+
+/* resolve_glue.c: flow_env.resolve for IP rules without no-resolve. */
+void *engine_flow_resolve(void *ud, struct flow *f, void (*done)(void *arg), void *arg);
+void engine_flow_resolve_cancel(void *ud, void *handle);
+/* Stores a resolver's answer (or its error) in f->resolved. */
+void engine_resolved_store(struct flow *f, const char *err, const struct sockaddr_storage *addrs,
+                           size_t n);
+/* "192.0.2.1 2001:db8::1", or "no address", into |buf|. */
+size_t engine_resolved_format(const struct flow_resolved *r, char *buf, size_t len);
 
 #endif

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include "chute/chute.h"
+#include "dns/dns.h"
 #include "engine/engine.h"
 #include "control/control.h"
 #include "log/log.h"
@@ -172,6 +173,42 @@ parse_dest(const char *s, struct flow_addr *a)
     return flow_addr_from_host(a, host, hlen, (uint16_t)port);
 }
 
+struct sync_rq {
+    struct flow *f;
+    int done;
+};
+
+static void
+on_resolved(void *arg, const char *err, const struct sockaddr_storage *addrs, size_t n)
+{
+    struct sync_rq *rq = arg;
+    engine_resolved_store(rq->f, err, addrs, n);
+    rq->done = 1;
+}
+
+/* chute route resolves a name for its IP rules on a loop of its own. */
+static void
+resolve_now(struct script *s, struct flow *f)
+{
+    struct dns_resolver_opts ro;
+    char err[256];
+    struct sync_rq rq = {f, 0};
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    f->resolved.state = FLOW_RESOLVE_FAILED;
+    if (loop == NULL)
+        return;
+    engine_resolver_opts(script_config(s), &ro);
+    struct dns_resolver *r = dns_resolver_new(loop, &ro, err, sizeof(err));
+    if (r != NULL && dns_resolve(r, f->dst.name, on_resolved, &rq) != NULL)
+        while (!rq.done)
+            ev_run(loop, EVRUN_ONCE);
+    else
+        fprintf(stderr, "chute route: cannot resolve %s: %s\n", f->dst.name,
+                r == NULL ? err : "out of memory");
+    dns_resolver_free(r);
+    ev_loop_destroy(loop);
+}
+
 static int
 cmd_route(int argc, char **argv)
 {
@@ -219,8 +256,22 @@ cmd_route(int argc, char **argv)
     struct sockaddr_in *src = (struct sockaddr_in *)&f.src;
     src->sin_family = AF_INET;
     src->sin_addr.s_addr = htonl(0x7f000001);
+    f._resolvable = 1; /* as the engine: an IP rule may wait for the name */
     script_route(s, &f);
-    printf("%s\t%s%s%s\n", script_policy_name(s, f.policy), f.rule, f.why[0] ? " " : "", f.why);
+    char shown[600] = "";
+    if ((f._reads & FLOW_READ_RESOLVE) && f._resolvable && f.resolved.state == FLOW_RESOLVE_NONE) {
+        /* An IP rule needs the name's addresses: resolve as the engine
+         * would (its resolver, the bundle's DNS servers), decide again. */
+        resolve_now(s, &f);
+        f._reads = 0;
+        f.why[0] = '\0';
+        script_route(s, &f);
+        char a[256];
+        engine_resolved_format(&f.resolved, a, sizeof(a));
+        snprintf(shown, sizeof(shown), "\tresolved %s: %s", f.dst.name, a);
+    }
+    printf("%s\t%s%s%s%s\n", script_policy_name(s, f.policy), f.rule, f.why[0] ? " " : "", f.why,
+           shown);
     script_free(s);
     return 0;
 }

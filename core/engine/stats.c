@@ -148,8 +148,9 @@ engine_stats_log(struct engine *e)
     size_t n = log_counters_format(line, sizeof(line), g, ENGINE_GROUPS);
     /* Not in a module's stats struct: the engine's rule version, and a
      * process-wide count of the outbound folder. */
-    snprintf(line + n, sizeof(line) - n, " rule_version=%u proxy_auth_failures=%llu",
-             e->rule_version, (unsigned long long)outbound_auth_failures());
+    snprintf(line + n, sizeof(line) - n,
+             " rule_version=%u proxy_auth_failures=%llu rule_resolves=%llu", e->rule_version,
+             (unsigned long long)outbound_auth_failures(), (unsigned long long)e->rule_resolves);
     LOG_INFO("stats%s", line);
     if (e->mitm != NULL) {
         const struct log_counter_group mitm[] = {

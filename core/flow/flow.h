@@ -18,6 +18,17 @@
 enum flow_network { FLOW_TCP = 0, FLOW_UDP };
 enum flow_inbound { FLOW_IN_SOCKS = 0, FLOW_IN_HTTP, FLOW_IN_TUN, FLOW_IN_REVERSE };
 
+/* A named flow's addresses, resolved (at most once, lazily) because
+ * route() reached an IP rule without no-resolve before any rule matched. */
+#define FLOW_RESOLVED_MAX 4
+enum flow_resolve_state { FLOW_RESOLVE_NONE = 0, FLOW_RESOLVE_DONE, FLOW_RESOLVE_FAILED };
+struct flow_resolved {
+    uint8_t state;   /* enum flow_resolve_state */
+    uint8_t n;       /* addresses in ip[] */
+    uint8_t v6;      /* bit i: ip[i] is IPv6 (else IPv4, first 4 bytes) */
+    uint8_t ip[FLOW_RESOLVED_MAX][16];
+};
+
 struct flow {
     uint64_t id;
     enum flow_network network;
@@ -33,7 +44,10 @@ struct flow {
     uint8_t _reads;           /* FLOW_READ_*: what route() looked at (the decision cache) */
     uint8_t _sniffable;       /* the inbound can read a host from the first bytes: a route()
                                * that asks for the missing host is a trial, decided again */
-    char why[56];             /* the rule-list line that matched last: "rules/ads.list:12" */
+    uint8_t _resolvable;      /* whoever opens the flow can resolve its name first: a route()
+                               * that reaches an IP rule needing the address is a trial */
+    struct flow_resolved resolved; /* a named flow's addresses, for IP rules (FLOW_READ_RESOLVE) */
+    char why[128];            /* what matched: "rules/ads.list:12", "rule 3 DOMAIN,a.com" */
     char *sniffed;            /* the name read from the first bytes (TLS SNI, HTTP Host); owned */
     int8_t mitm;              /* route()'s say on the MITM: 0 the host list decides,
                                * 1 intercept, -1 never ({ mitm = false }) */
@@ -60,6 +74,9 @@ struct flow_owner_ops {
 #define FLOW_READ_UNCACHEABLE 0x01
 /* route() asked for the host of a flow that had none: worth sniffing. */
 #define FLOW_READ_HOST 0x02
+/* route() reached an IP rule without no-resolve, for a named flow whose
+ * addresses are not known yet: resolve it, then decide again. */
+#define FLOW_READ_RESOLVE 0x04
 
 /* What the paths that accept flows (the TUN's TCP in netstack and its UDP
  * NAT in flow/udp.c, the SOCKS5 and HTTP listeners) need from the engine,
@@ -106,6 +123,13 @@ struct flow_env {
     /* Decides |f|'s policy (the decision cache, else the script's route())
      * and names the policy. */
     void (*decide)(void *ud, struct flow *f);
+    /* Resolves |f|'s name into f->resolved (the real answer, even in
+     * fake-IP mode; FLOW_RESOLVE_FAILED when there is none) and calls
+     * |done| from the loop, never from inside; returns a handle for
+     * resolve_cancel, or NULL when out of memory. NULL |resolve|: the
+     * engine cannot resolve, and flow_open never waits. */
+    void *(*resolve)(void *ud, struct flow *f, void (*done)(void *arg), void *arg);
+    void (*resolve_cancel)(void *ud, void *handle);
     /* 1 when chute's DNS server takes this TCP flow (TCP/53): |f|'s
      * destination is then its listener, opened DIRECT through |local|. */
     int (*dns_tcp)(void *ud, struct flow *f);

@@ -102,6 +102,56 @@ find_owner(unsigned inode)
     return found;
 }
 
+static void
+set_base(char *dst, size_t cap, const char *path, size_t n)
+{
+    const char *b = path;
+    for (size_t i = 0; i < n; i++)
+        if (path[i] == '/')
+            b = path + i + 1;
+    n -= (size_t)(b - path);
+    n = n < cap - 1 ? n : cap - 1;
+    memcpy(dst, b, n);
+    dst[n] = '\0';
+}
+
+/* The executable's own name, as Surge and mihomo compare it: the base name
+ * of /proc/PID/exe, as mihomo reads it (the kernel's comm is cut at 15
+ * bytes), else of argv[0] (exe is unreadable for another user's process
+ * when chute is not root), else comm. */
+static void
+process_name(struct flow_process *out)
+{
+    static const char deleted[] = " (deleted)";
+    size_t n = strlen(out->path), d = sizeof(deleted) - 1;
+    char path[64], buf[512];
+
+    if (n > d && strcmp(out->path + n - d, deleted) == 0)
+        n -= d;
+    if (n > 0) {
+        set_base(out->name, sizeof(out->name), out->path, n);
+        return;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)out->pid);
+    FILE *fp = fopen(path, "r");
+    if (fp != NULL) {
+        size_t k = fread(buf, 1, sizeof(buf) - 1, fp);
+        fclose(fp);
+        buf[k] = '\0';
+        if (buf[0] != '\0') {
+            set_base(out->name, sizeof(out->name), buf, strlen(buf));
+            return;
+        }
+    }
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)out->pid);
+    fp = fopen(path, "r");
+    if (fp != NULL) {
+        if (fgets(out->name, sizeof(out->name), fp) != NULL)
+            out->name[strcspn(out->name, "\n")] = '\0';
+        fclose(fp);
+    }
+}
+
 int
 flow_process_lookup(const struct flow *f, struct flow_process *out)
 {
@@ -114,15 +164,9 @@ flow_process_lookup(const struct flow *f, struct flow_process *out)
     if (out->pid == 0)
         return 0;
     char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/comm", (int)out->pid);
-    FILE *fp = fopen(path, "r");
-    if (fp != NULL) {
-        if (fgets(out->name, sizeof(out->name), fp) != NULL)
-            out->name[strcspn(out->name, "\n")] = '\0';
-        fclose(fp);
-    }
     snprintf(path, sizeof(path), "/proc/%d/exe", (int)out->pid);
     ssize_t n = readlink(path, out->path, sizeof(out->path) - 1);
     out->path[n > 0 ? n : 0] = '\0';
+    process_name(out);
     return 0;
 }

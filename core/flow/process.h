@@ -14,7 +14,8 @@
 struct flow_process {
     uid_t uid;
     pid_t pid;        /* 0 when the socket was found but not its process */
-    char name[64];    /* /proc/PID/comm */
+    char name[64];    /* the base name of /proc/PID/exe, else of argv[0], else comm:
+                       * the executable's real name, not the 15-byte comm */
     char path[512];   /* /proc/PID/exe */
 };
 

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,9 @@
 
 struct flow_open {
     struct outbound_open *oc;
+    void *rq;                  /* the name resolving for IP rules, before oc */
+    const struct flow_env *e;
+    int local;
     struct flow *f;
     flow_open_cb cb;
     void *arg;
@@ -29,16 +33,66 @@ on_open(void *arg, const struct outbound_result *r)
     cb(cb_arg, &u);
 }
 
+/* Ends an open that failed before any upstream was asked for. */
+static void
+fail(struct flow_open *o, int err, const char *why)
+{
+    struct flow_upstream u = {.err = err, .why = why};
+    flow_open_cb cb = o->cb;
+    void *cb_arg = o->arg;
+    flow_log_connect_failed(o->f, why);
+    free(o);
+    cb(cb_arg, &u);
+}
+
+static int
+start(struct flow_open *o)
+{
+    const struct flow_env *e = o->e;
+    o->oc = outbound_open(o->local ? e->local : e->out, o->f->policy, &o->f->dst,
+                          e->opts->connect_timeout, on_open, o);
+    return o->oc != NULL ? 0 : -1;
+}
+
+/* The name is resolved (or could not be): the flow is decided again, now
+ * that its IP rules can match, and opens as that decision says. */
+static void
+on_resolved(void *arg)
+{
+    struct flow_open *o = arg;
+    const struct flow_env *e = o->e;
+    o->rq = NULL;
+    e->decide(e->ud, o->f);
+    if (o->f->policy == FLOW_POLICY_REJECT)
+        fail(o, EACCES, "rejected"); /* session.h: EACCES is a REJECT decided late */
+    else if (start(o) != 0)
+        fail(o, ENOMEM, "out of memory");
+}
+
+/* route() reached an IP rule needing the named flow's address and gave a
+ * trial decision: the name resolves first (flow.h: flow_env.resolve). */
+static int
+wants_resolve(const struct flow_env *e, const struct flow *f, int local)
+{
+    return !local && (f->_reads & FLOW_READ_RESOLVE) && f->_resolvable &&
+           f->resolved.state == FLOW_RESOLVE_NONE && e->resolve != NULL;
+}
+
 struct flow_open *
 flow_open(const struct flow_env *e, struct flow *f, int local, flow_open_cb cb, void *arg)
 {
     struct flow_open *o = malloc(sizeof(*o));
     if (o == NULL)
         return NULL;
-    *o = (struct flow_open){.f = f, .cb = cb, .arg = arg};
-    o->oc = outbound_open(local ? e->local : e->out, f->policy, &f->dst, e->opts->connect_timeout,
-                          on_open, o);
-    if (o->oc == NULL) {
+    *o = (struct flow_open){.e = e, .local = local, .f = f, .cb = cb, .arg = arg};
+    if (wants_resolve(e, f, local)) {
+        o->rq = e->resolve(e->ud, f, on_resolved, o);
+        if (o->rq != NULL)
+            return o;
+        free(o); /* out of memory */
+        return NULL;
+    }
+    if (start(o) != 0) {
         free(o);
         return NULL;
     }
@@ -48,7 +102,10 @@ flow_open(const struct flow_env *e, struct flow *f, int local, flow_open_cb cb, 
 void
 flow_open_cancel(struct flow_open *o)
 {
-    outbound_open_cancel(o->oc);
+    if (o->rq != NULL)
+        o->e->resolve_cancel(o->e->ud, o->rq);
+    else
+        outbound_open_cancel(o->oc);
     free(o);
 }
 

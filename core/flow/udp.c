@@ -29,7 +29,8 @@ struct entry {
     struct flow flow;
     struct flow_udp_table *t;
     struct outbound_udp *u;/* NULL: refused (REJECT, or the upstream could not open) */
-    struct held *held;     /* while opening */
+    struct held *held;     /* while opening (or resolving) */
+    void *rq;              /* the name resolving for IP rules (flow_env.resolve) */
     unsigned nheld, ready : 1;
     ev_timer idle;
     double last;
@@ -53,6 +54,8 @@ entry_free(struct entry *x, const char *reason)
     struct flow_udp_table *t = x->t;
     struct ev_loop *loop = t->env->loop;
     ev_timer_stop(loop, &x->idle);
+    if (x->rq != NULL)
+        t->env->resolve_cancel(t->env->ud, x->rq);
     outbound_udp_close(x->u);
     while (x->held != NULL) {
         struct held *h = x->held;
@@ -254,6 +257,35 @@ owner_close(struct flow *f, void *arg, const char *reason)
 
 static const struct flow_owner_ops owner = {.state = owner_state, .close = owner_close};
 
+/* Opens the decided entry's upstream; a REJECT keeps the entry without
+ * one, so the rest of its datagrams are refused at once. */
+static void
+open_up(struct entry *x)
+{
+    const struct flow_env *e = x->t->env;
+    if (x->flow.policy != FLOW_POLICY_REJECT)
+        x->u = outbound_udp_open(e->out, x->flow.policy, &x->flow.dst, on_ready, x);
+    if (x->u != NULL)
+        return;
+    x->t->st.dropped += x->nheld;
+    while (x->held != NULL) {
+        struct held *h = x->held;
+        x->held = h->next;
+        free(h);
+    }
+    x->nheld = 0;
+}
+
+static void
+on_resolved(void *arg)
+{
+    struct entry *x = arg;
+    const struct flow_env *e = x->t->env;
+    x->rq = NULL;
+    e->decide(e->ud, &x->flow);
+    open_up(x);
+}
+
 static struct entry *
 entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tuple *k,
           uint32_t hash)
@@ -292,9 +324,13 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tup
         return x;
     }
     e->decide(e->ud, &x->flow);
-    if (x->flow.policy == FLOW_POLICY_REJECT)
-        return x; /* kept, so the rest of its datagrams are refused at once */
-    x->u = outbound_udp_open(e->out, x->flow.policy, &x->flow.dst, on_ready, x);
+    /* An IP rule needs the name's addresses: its datagrams wait (held) as
+     * they do while the upstream opens, and it is decided again. */
+    if ((x->flow._reads & FLOW_READ_RESOLVE) && x->flow._resolvable &&
+        x->flow.resolved.state == FLOW_RESOLVE_NONE && e->resolve != NULL &&
+        (x->rq = e->resolve(e->ud, &x->flow, on_resolved, x)) != NULL)
+        return x;
+    open_up(x);
     return x;
 }
 
@@ -325,7 +361,7 @@ flow_udp_input(struct flow_udp_table *t, const struct ip_view *v)
             t->st.dropped++;
             return;
         }
-        if (x->u == NULL) {
+        if (x->u == NULL && x->rq == NULL) {
             refuse(t, v);
             return;
         }

@@ -270,7 +270,7 @@ cursor_init(struct cursor *c, const char *buf, size_t len, int yaml_ok)
     c->yaml = yaml_ok && has_list_key(*c);
 }
 
-enum { K_RULE, K_CIDR, K_DOMAIN, K_CLASH, K_OTHER, K_COUNT };
+enum { K_RULE, K_CIDR, K_DOMAIN, K_DOT, K_CLASH, K_OTHER, K_COUNT };
 
 static int
 classify(struct mem_slice t)
@@ -280,7 +280,7 @@ classify(struct mem_slice t)
     if (rules_list_line_parse(RULES_FORMAT_CLASH_IPCIDR, t, e, 1, NULL, 0) > 0)
         return K_CIDR;
     if (rules_list_line_parse(RULES_FORMAT_DOMAIN_SET, t, e, 1, NULL, 0) > 0)
-        return K_DOMAIN;
+        return t.ptr[0] == '.' ? K_DOT : K_DOMAIN;
     if (rules_list_line_parse(RULES_FORMAT_CLASH_DOMAIN, t, e, 1, NULL, 0) > 0)
         return K_CLASH;
     return memchr(t.ptr, ',', t.len) ? K_RULE : K_OTHER;
@@ -290,7 +290,7 @@ classify(struct mem_slice t)
  * Clash-only pattern (+. or *) makes a text domain list Clash's, where
  * ".a.com" leaves out a.com itself. */
 static enum rules_format
-detect(const char *buf, size_t len, size_t *items)
+detect(const char *buf, size_t len, size_t *items, int *ambiguous)
 {
     size_t n[K_COUNT] = {0}, dom;
     char msg[8];
@@ -300,26 +300,45 @@ detect(const char *buf, size_t len, size_t *items)
 
     cursor_init(&c, buf, len, 1);
     *items = 0;
+    *ambiguous = 0;
     while (*items < DETECT_ITEMS && (r = next(&c, &t, msg, sizeof(msg))) != END) {
         n[r == ITEM ? classify(t) : K_OTHER]++;
         (*items)++;
     }
-    dom = n[K_DOMAIN] + n[K_CLASH];
+    dom = n[K_DOMAIN] + n[K_CLASH] + n[K_DOT];
     if (n[K_RULE] + n[K_CIDR] + dom == 0)
         return RULES_FORMAT_AUTO;
     if (n[K_RULE] >= n[K_CIDR] && n[K_RULE] >= dom)
         return c.yaml ? RULES_FORMAT_CLASSICAL : RULES_FORMAT_SURGE;
     if (n[K_CIDR] >= dom)
         return RULES_FORMAT_CLASH_IPCIDR;
-    return c.yaml || n[K_CLASH] > 0 ? RULES_FORMAT_CLASH_DOMAIN : RULES_FORMAT_DOMAIN_SET;
+    if (c.yaml || n[K_CLASH] > 0)
+        return RULES_FORMAT_CLASH_DOMAIN;
+    /* ".a.com" is a.com and below in a Surge DOMAIN-SET, only below in a
+     * Clash text list, and nothing else tells them apart: the bundle says. */
+    if (n[K_DOT] > 0)
+        *ambiguous = 1;
+    return RULES_FORMAT_DOMAIN_SET;
 }
 
 enum rules_format
 rules_list_detect(const char *buf, size_t len)
 {
     size_t items;
+    int ambiguous;
+    enum rules_format f = detect(buf, len, &items, &ambiguous);
 
-    return detect(buf, len, &items);
+    return ambiguous ? RULES_FORMAT_AUTO : f;
+}
+
+int
+rules_list_ambiguous(const char *buf, size_t len)
+{
+    size_t items;
+    int ambiguous;
+
+    detect(buf, len, &items, &ambiguous);
+    return ambiguous;
 }
 
 int
@@ -341,9 +360,18 @@ rules_list_parse(const char *buf, size_t len, enum rules_format fmt, int skip_in
     if (skipped != NULL)
         *skipped = 0;
     if (fmt == RULES_FORMAT_AUTO) {
-        fmt = detect(buf, len, &items);
+        int ambiguous;
+
+        fmt = detect(buf, len, &items, &ambiguous);
         if (fmt == RULES_FORMAT_AUTO && items == 0)
             return 0;
+        if (ambiguous) {
+            snprintf(err->msg, sizeof(err->msg),
+                     "a domain list with '.name' lines reads as a Surge DOMAIN-SET ('.a.com' "
+                     "is a.com too) and as a Clash domain list (only below a.com): give "
+                     "format = \"domain-set\" or \"domain\"");
+            return RULES_LIST_ERR_AMBIGUOUS;
+        }
         if (fmt == RULES_FORMAT_AUTO) {
             snprintf(err->msg, sizeof(err->msg),
                      "cannot tell the list format: no line reads as a rule, a CIDR or a domain");

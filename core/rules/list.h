@@ -37,6 +37,11 @@ enum rules_type {
     RULES_T_NETWORK,         /* NETWORK / PROTOCOL: tcp or udp */
     RULES_T_GEOIP,           /* GEOIP,CC: parsed, matched later if ever */
     RULES_T_IP_ASN,
+    RULES_T_IN_PORT,         /* IN-PORT: the port of the listener the flow came in on */
+    RULES_T_IN_TYPE,         /* IN-TYPE: SOCKS5, HTTP, HTTPS, TUN (value checked by the user) */
+    RULES_T_PROCESS_NAME_REGEX,
+    RULES_T_UNSUPPORTED,     /* a real Surge/mihomo type chute cannot evaluate: |value| is
+                              * the type's name; the caller skips it (one warning a list) */
     RULES_T_TYPE_COUNT,
 };
 
@@ -76,6 +81,8 @@ struct rules_list_error {
  * field) are errors too. */
 #define RULES_LIST_ERR_LINE (-1)
 #define RULES_LIST_ERR_FORMAT (-2) /* AUTO could not tell the format */
+#define RULES_LIST_ERR_AMBIGUOUS (-3) /* AUTO: a text domain list with ".a.com" lines, which
+                                        * Surge and Clash read differently */
 /* |cb|, |skipped| and |err| may be NULL; with |skip_invalid|, |err| keeps the
  * first line skipped. */
 int rules_list_parse(const char *buf, size_t len, enum rules_format fmt, int skip_invalid,
@@ -83,8 +90,20 @@ int rules_list_parse(const char *buf, size_t len, enum rules_format fmt, int ski
 
 /* Detects the format of |buf|: a YAML "payload:" key or a plain list; lines
  * "TYPE,VALUE" give SURGE/CLASSICAL, CIDRs give CLASH_IPCIDR, Clash domain
- * wildcards (+. *.) give CLASH_DOMAIN, bare names DOMAIN_SET. */
+ * wildcards (+. *.) or a YAML payload give CLASH_DOMAIN, bare names
+ * DOMAIN_SET. Detection never changes what a line means: a text list of
+ * names with ".a.com" lines and no Clash-only pattern is ambiguous
+ * (rules_list_ambiguous) and gives AUTO, as does a list nothing reads. */
 enum rules_format rules_list_detect(const char *buf, size_t len);
+int rules_list_ambiguous(const char *buf, size_t len);
+
+/* One rule given as fields, as chute.rules has it ({TYPE, VALUE, POLICY,
+ * option...} without the policy): the same types, values and options as a
+ * Surge or classical list line, into |out| (up to |max| entries: a port
+ * list gives one a range). Returns the count, or -1 with |msg| (may be
+ * NULL) saying why. MATCH/FINAL/RULE-SET are the caller's. */
+int rules_rule_parse(struct mem_slice type, struct mem_slice value, const struct mem_slice *opts,
+                     size_t nopts, struct rules_entry *out, size_t max, char *msg, size_t msglen);
 
 /* "surge", "domain-set", "classical", "domain", "ipcidr" -> the format;
  * RULES_FORMAT_AUTO for "auto"; -1 for anything else. */

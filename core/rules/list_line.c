@@ -49,19 +49,23 @@ static const struct {
     {"PROTOCOL", RULES_T_NETWORK, 0},
     {"GEOIP", RULES_T_GEOIP, T_IP},
     {"IP-ASN", RULES_T_IP_ASN, T_IP},
+    {"IN-PORT", RULES_T_IN_PORT, 0},
+    {"IN-TYPE", RULES_T_IN_TYPE, 0},
+    {"PROCESS-NAME-REGEX", RULES_T_PROCESS_NAME_REGEX, 0},
 };
 
 /* Rules that only make sense in a profile. */
-static const char *const forbidden[] = {"MATCH", "FINAL", "RULE-SET", "SUB-RULE", "DOMAIN-SET"};
+static const char *const forbidden[] = {"MATCH", "FINAL", "RULE-SET"};
 
 /* Real Surge or mihomo types chute does not match: named so that the error
  * says "unsupported" rather than "unknown". */
 /* clang-format off */
 static const char *const unsupported[] = {
     "AND", "OR", "NOT", "GEOSITE", "IP-SUFFIX", "SRC-IP-SUFFIX", "SRC-GEOIP", "SRC-IP-ASN",
-    "IN-PORT", "IN-TYPE", "IN-USER", "IN-NAME", "PROCESS-NAME-REGEX", "PROCESS-PATH-REGEX",
+    "IN-USER", "IN-NAME", "PROCESS-PATH-REGEX",
     "PROCESS-NAME-WILDCARD", "PROCESS-PATH-WILDCARD", "UID", "DSCP", "SRC-MAC", "USER-AGENT",
-    "URL-REGEX", "SUBNET", "SCRIPT", "CELLULAR-RADIO", "DEVICE-NAME",
+    "URL-REGEX", "SUBNET", "SCRIPT", "CELLULAR-RADIO", "DEVICE-NAME", "SUB-RULE", "HOSTNAME-TYPE",
+    "DEST-IP-CIDR", "PROTOCOL-SNIFF", "SRC-IP-SUFFIX", "DOMAIN-SET",
 };
 /* clang-format on */
 
@@ -73,6 +77,8 @@ rules_type_name(enum rules_type t)
     /* Clash ".a.com" has no rule-type name of its own. */
     if (t == RULES_T_DOMAIN_SUBS)
         return "DOMAIN-SUBS";
+    if (t == RULES_T_UNSUPPORTED)
+        return "UNSUPPORTED";
     for (i = 0; i < COUNT(types); i++) {
         if (types[i].type == t)
             return types[i].name;
@@ -127,10 +133,41 @@ fail(char *msg, size_t msglen, const char *fmt, ...)
     return -1;
 }
 
+/* The end of a regex field from |p|: the next comma outside (), [] and {}
+ * and not after a backslash, so "^a\d{1,3}\.com$" stays one value as Surge
+ * and mihomo read it. */
+static const char *
+regex_end(const char *p, const char *end)
+{
+    int depth = 0, in_class = 0;
+
+    for (; p < end; p++) {
+        if (*p == '\\') {
+            p += p + 1 < end;
+            continue;
+        }
+        if (in_class) {
+            in_class = *p != ']';
+            continue;
+        }
+        if (*p == '[')
+            in_class = 1;
+        else if (*p == '(' || *p == '{')
+            depth++;
+        else if ((*p == ')' || *p == '}') && depth > 0)
+            depth--;
+        else if (*p == ',' && depth == 0)
+            break;
+    }
+    return p;
+}
+
 /* Splits "A, 'B,C' ,D" at commas. A field may be quoted so that it can hold
- * commas (Surge's rule for regexes); quotes neither nest nor escape. */
+ * commas (Surge's rule for regexes); quotes neither nest nor escape. With
+ * |regex|, the second field ends as regex_end says. */
 static int
-split_fields(struct mem_slice line, struct mem_slice *f, size_t *nf, char *msg, size_t msglen)
+split_fields(struct mem_slice line, struct mem_slice *f, size_t *nf, int regex, char *msg,
+             size_t msglen)
 {
     const char *p = line.ptr, *end = line.ptr + line.len;
 
@@ -154,6 +191,8 @@ split_fields(struct mem_slice line, struct mem_slice *f, size_t *nf, char *msg, 
         } else {
             const char *s = p;
 
+            if (regex && *nf == 1)
+                p = regex_end(p, end);
             while (p < end && *p != ',')
                 p++;
             v = rtrim(mem_slice(s, (size_t)(p - s)));
@@ -369,10 +408,16 @@ rule_value(struct rules_entry *out, size_t max, char *msg, size_t msglen)
         return 1;
     case RULES_T_DST_PORT:
     case RULES_T_SRC_PORT:
+    case RULES_T_IN_PORT:
         return parse_ports(v, out, max, msg, msglen);
+    case RULES_T_IN_TYPE:
+        if (v.len > 64 || !word(v, "-_/"))
+            return fail(msg, msglen, "bad inbound type '%s'", RULES_SHOWN(v));
+        return 1;
     case RULES_T_NETWORK:
         if (!mem_slice_ieq(v, "tcp") && !mem_slice_ieq(v, "udp"))
-            return fail(msg, msglen, "bad network '%s' (tcp or udp)", RULES_SHOWN(v));
+            return fail(msg, msglen, "bad network '%s' (tcp or udp; PROTOCOL also takes http, "
+                        "https, quic, tls, doh, doh3, doq, stun)", RULES_SHOWN(v));
         return 1;
     case RULES_T_GEOIP:
         /* Country codes, and mihomo's names such as "private" or "lan". */
@@ -425,27 +470,35 @@ rule_option(struct rules_entry *out, int n, unsigned flags, struct mem_slice o, 
                 RULES_SHOWN(o));
 }
 
+/* Surge's PROTOCOL values beyond tcp and udp: what a flow carries, which
+ * chute does not tell apart yet. */
+static const char *const protocols[] = {"HTTP", "HTTPS", "QUIC", "TLS", "DOH", "DOH3", "DOQ",
+                                        "STUN"};
+
+/* TYPE, VALUE, option... as split fields (|nf| >= 1). */
 static int
-rule_line(struct mem_slice line, struct rules_entry *out, size_t max, char *msg, size_t msglen)
+rule_fields(const struct mem_slice *f, size_t nf, struct rules_entry *out, size_t max, char *msg,
+            size_t msglen)
 {
-    struct mem_slice f[MAX_FIELDS];
-    size_t nf, t, i;
+    size_t t, i;
     int n;
 
-    if (split_fields(line, f, &nf, msg, msglen) != 0)
-        return -1;
     for (t = 0; t < COUNT(types) && !mem_slice_ieq(f[0], types[t].name); t++)
         ;
     if (one_of(f[0], forbidden, COUNT(forbidden)))
         return fail(msg, msglen, "'%s' cannot appear in a rule list", RULES_SHOWN(f[0]));
     if (t == COUNT(types) && nf == 1)
         return fail(msg, msglen, "expected TYPE,VALUE, got '%s'", RULES_SHOWN(f[0]));
-    if (one_of(f[0], unsupported, COUNT(unsupported)))
-        return fail(msg, msglen, "unsupported rule type '%s'", RULES_SHOWN(f[0]));
-    if (t == COUNT(types))
-        return fail(msg, msglen, "unknown rule type '%s'", RULES_SHOWN(f[0]));
     if (nf < 2 || f[1].len == 0)
         return fail(msg, msglen, "missing value after '%s'", RULES_SHOWN(f[0]));
+    if (one_of(f[0], unsupported, COUNT(unsupported)) ||
+        (mem_slice_ieq(f[0], "PROTOCOL") && one_of(f[1], protocols, COUNT(protocols)))) {
+        out[0].type = RULES_T_UNSUPPORTED;
+        out[0].value = f[0];
+        return 1;
+    }
+    if (t == COUNT(types))
+        return fail(msg, msglen, "unknown rule type '%s'", RULES_SHOWN(f[0]));
     out[0].type = types[t].type;
     out[0].value = f[1];
     n = rule_value(out, max, msg, msglen);
@@ -454,6 +507,45 @@ rule_line(struct mem_slice line, struct rules_entry *out, size_t max, char *msg,
             return -1;
     }
     return n;
+}
+
+static int
+rule_line(struct mem_slice line, struct rules_entry *out, size_t max, char *msg, size_t msglen)
+{
+    struct mem_slice f[MAX_FIELDS];
+    size_t nf;
+
+    /* A type chute cannot evaluate is skipped whole: its value may be
+     * anything (AND's nested lists hold commas), but it must have one. */
+    const char *comma = memchr(line.ptr, ',', line.len);
+    struct mem_slice type = rtrim(mem_slice(line.ptr, comma ? (size_t)(comma - line.ptr) : line.len));
+    if (one_of(type, unsupported, COUNT(unsupported))) {
+        if (comma == NULL || comma + 1 == line.ptr + line.len)
+            return fail(msg, msglen, "missing value after '%s'", RULES_SHOWN(type));
+        out[0].type = RULES_T_UNSUPPORTED;
+        out[0].value = type;
+        return 1;
+    }
+    int regex = mem_slice_ieq(type, "DOMAIN-REGEX") || mem_slice_ieq(type, "PROCESS-NAME-REGEX");
+    if (split_fields(line, f, &nf, regex, msg, msglen) != 0)
+        return -1;
+    return rule_fields(f, nf, out, max, msg, msglen);
+}
+
+int
+rules_rule_parse(struct mem_slice type, struct mem_slice value, const struct mem_slice *opts,
+                 size_t nopts, struct rules_entry *out, size_t max, char *msg, size_t msglen)
+{
+    struct mem_slice f[MAX_FIELDS];
+
+    memset(&out[0], 0, sizeof(out[0]));
+    if (nopts > MAX_FIELDS - 2)
+        return fail(msg, msglen, "too many options after %s", RULES_SHOWN(type));
+    f[0] = type;
+    f[1] = value;
+    for (size_t i = 0; i < nopts; i++)
+        f[2 + i] = opts[i];
+    return rule_fields(f, 2 + nopts, out, max, msg, msglen);
 }
 
 /* Surge DOMAIN-SET: ".a.com" is a.com and below, anything else exact. */

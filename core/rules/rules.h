@@ -28,6 +28,7 @@ struct rules_domains;
 struct rules_cidrs;
 struct rules_ports;
 struct rules_regexes;
+struct rules_wildcards;
 
 /* Domains. Names compare ASCII case-insensitively and a trailing root dot is
  * ignored, when added and when matched; IDNs are expected in punycode
@@ -65,14 +66,35 @@ int rules_ports_add(struct rules_ports *p, uint16_t lo, uint16_t hi, uint32_t ta
 int rules_ports_build(struct rules_ports *p);
 int rules_ports_match(const struct rules_ports *p, uint16_t port, uint32_t *tag);
 
-/* Regular expressions over host names (POSIX extended, case-insensitive),
- * compiled once at _add: a bad pattern fails with the regcomp message in
- * |err|. Matched one after another: keep them few. */
+/* Regular expressions over host names on PCRE2 (rules/re.h: Perl/ICU and
+ * RE2 syntax, \d \w (?i) {m,n}; case-insensitive; JIT; match limits),
+ * compiled once at _add: a bad pattern fails with PCRE2's message and
+ * offset in |err|. Matched one after another: keep them few. A match the
+ * limits cut counts as no match, and in _cut. */
 struct rules_regexes *rules_regexes_new(void);
 void rules_regexes_free(struct rules_regexes *r);
 int rules_regexes_add(struct rules_regexes *r, const char *pattern, uint32_t tag, char *err,
                       size_t errlen);
 int rules_regexes_match(const struct rules_regexes *r, const char *host, size_t len,
                         uint32_t *tag);
+size_t rules_regexes_count(const struct rules_regexes *r);
+uint64_t rules_regexes_cut(const struct rules_regexes *r);
+
+/* Wildcard host patterns, case-insensitive, a trailing root dot ignored:
+ *  RULES_WILD_GLOB   mihomo's DOMAIN-WILDCARD: '*' any run of characters
+ *                    (dots too, or none), '?' exactly one character
+ *  RULES_WILD_SURGE  Surge's DOMAIN-WILDCARD: the same, plus "[a-z]"
+ *                    classes ("[!...]" or "[^...]" negated)
+ *  RULES_WILD_LABEL  a Clash domain provider's "*.a.com": '*' is exactly
+ *                    one whole non-empty label
+ * Matched one after another: keep them few. */
+enum rules_wild_kind { RULES_WILD_GLOB, RULES_WILD_SURGE, RULES_WILD_LABEL };
+struct rules_wildcards *rules_wildcards_new(void);
+void rules_wildcards_free(struct rules_wildcards *w);
+int rules_wildcards_add(struct rules_wildcards *w, enum rules_wild_kind kind, const char *pat,
+                        size_t len, uint32_t tag);
+int rules_wildcards_match(const struct rules_wildcards *w, const char *host, size_t len,
+                          uint32_t *tag);
+size_t rules_wildcards_count(const struct rules_wildcards *w);
 
 #endif

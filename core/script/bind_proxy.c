@@ -509,7 +509,12 @@ script_policy_lookup(const struct script *s, const char *name)
 {
     if (strcmp(name, "DIRECT") == 0)
         return FLOW_POLICY_DIRECT;
-    if (strcmp(name, "REJECT") == 0)
+    /* Surge's REJECT family: chute has one refusal (a reset, a SOCKS or
+     * HTTP error), the nearest to each: REJECT-DROP (no answer at all) and
+     * REJECT-NO-DROP (REJECT that never turns into dropping) refuse as
+     * REJECT does, and REJECT-TINYGIF (a 1x1 GIF to HTTP) too. */
+    if (strcmp(name, "REJECT") == 0 || strcmp(name, "REJECT-DROP") == 0 ||
+        strcmp(name, "REJECT-NO-DROP") == 0 || strcmp(name, "REJECT-TINYGIF") == 0)
         return FLOW_POLICY_REJECT;
     if (s == NULL)
         return -1;

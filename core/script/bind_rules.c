@@ -5,30 +5,43 @@
 #include <strings.h>
 
 #include "flow/process.h"
+#include "log/log.h"
+#include "rules/list.h"
 #include "rules/rules.h"
 #include "script/script_int.h"
 
-/* chute.rules { {TYPE, VALUE, POLICY [, "no-resolve"]}, ..., {"FINAL", POLICY} }
- * compiles a Surge/Clash-style rule list into a route function. Domain and
- * CIDR rules are fused into one C set each, tagged with their index, so one
- * lookup gives the first of them that matches (the smallest tag); the other
- * rules (ports, sources, networks, processes, regexes, RULE-SET, AND/OR/NOT
- * and Lua functions) are checked in order only up to that index. First
- * match wins, as in Surge and Clash. */
+/* chute.rules { {TYPE, VALUE, POLICY [, option...]}, ..., {"FINAL", POLICY} }
+ * compiles a Surge/Clash-style rule list into a route function. A rule's
+ * TYPE, VALUE and options are read by the rule-list parser (rules/list.h:
+ * rules_rule_parse), so a rule means what the same line means in a list.
+ * Domain and CIDR rules are fused into one C set each, tagged with their
+ * index, so one lookup gives the first of them that matches (the smallest
+ * tag); the other rules (ports, sources, networks, processes, regexes,
+ * wildcards, RULE-SET, AND/OR/NOT and Lua functions) are checked in order
+ * only up to that index. First match wins, as in Surge and Clash. A named
+ * flow that reaches an IP rule without no-resolve before any match is
+ * resolved, then decided again (ip_rules.c). */
 
 enum cond_type {
-    C_DOMAIN, C_SUFFIX, C_KEYWORD, C_CIDR, C_SRC_CIDR, C_DST_PORT, C_SRC_PORT, C_NETWORK,
-    C_PROC_NAME, C_PROC_PATH, C_REGEX, C_RULESET, C_FUNC, C_AND, C_OR, C_NOT, C_FINAL,
+    C_DOMAIN, C_SUFFIX, C_KEYWORD, C_WILDCARD, C_REGEX, C_CIDR, C_SRC_CIDR, C_DST_PORT,
+    C_SRC_PORT, C_IN_PORT, C_IN_TYPE, C_NETWORK, C_PROC_NAME, C_PROC_PATH, C_PROC_REGEX, C_SKIP,
+    C_RULESET, C_FUNC, C_AND, C_OR, C_NOT, C_FINAL,
 };
+
+#define MAX_RANGES 32
 
 struct cond {
     enum cond_type type;
     char *text;              /* DOMAIN*, PROCESS-*, NETWORK: the value, lowercased for names */
+    unsigned options;        /* RULES_OPT_* */
     int family;              /* CIDRs */
     uint8_t addr[16];
     unsigned prefix;
-    uint16_t lo, hi;         /* ports */
+    uint16_t (*ranges)[2];   /* ports: inclusive ranges ("80/443/8000-9000") */
+    size_t nranges;
+    uint8_t in_types;        /* IN-TYPE: bit per enum flow_inbound */
     struct rules_regexes *re;
+    struct rules_wildcards *wild;
     int ref;                 /* RULE-SET, FUNC: a registry reference */
     struct cond *sub;        /* AND/OR/NOT */
     size_t nsub;
@@ -37,7 +50,7 @@ struct cond {
 struct rule {
     struct cond c;
     int policy;              /* -1 for a Lua function: it names its own */
-    char desc[48];           /* "3 DOMAIN-SUFFIX,example.com" for chute route and the log */
+    char *desc;              /* "rule 3 DOMAIN-SUFFIX,example.com" for chute route and the log */
 };
 
 struct compiled {
@@ -45,27 +58,18 @@ struct compiled {
     size_t n;
     struct rules_domains *domains;  /* DOMAIN, DOMAIN-SUFFIX, DOMAIN-KEYWORD rules, by index */
     struct rules_cidrs *cidrs;      /* IP-CIDR rules */
+    struct rules_cidrs *cidrs_res;  /* those without no-resolve: for a named flow's addresses */
+    size_t first_res;               /* the first of those, SIZE_MAX if none */
     uint8_t *linear;                /* rules not in the two sets: checked one by one */
-};
-
-static const struct {
-    const char *name;
-    enum cond_type type;
-} types[] = {
-    {"DOMAIN", C_DOMAIN},        {"DOMAIN-SUFFIX", C_SUFFIX},   {"DOMAIN-KEYWORD", C_KEYWORD},
-    {"IP-CIDR", C_CIDR},         {"IP-CIDR6", C_CIDR},          {"SRC-IP", C_SRC_CIDR},
-    {"SRC-IP-CIDR", C_SRC_CIDR}, {"DST-PORT", C_DST_PORT},      {"DEST-PORT", C_DST_PORT},
-    {"SRC-PORT", C_SRC_PORT},    {"NETWORK", C_NETWORK},        {"PROTOCOL", C_NETWORK},
-    {"PROCESS-NAME", C_PROC_NAME}, {"PROCESS-PATH", C_PROC_PATH}, {"DOMAIN-REGEX", C_REGEX},
-    {"RULE-SET", C_RULESET},     {"AND", C_AND},                {"OR", C_OR},
-    {"NOT", C_NOT},              {"FINAL", C_FINAL},            {"MATCH", C_FINAL},
 };
 
 static void
 cond_fini(lua_State *L, struct cond *c)
 {
     free(c->text);
+    free(c->ranges);
     rules_regexes_free(c->re);
+    rules_wildcards_free(c->wild);
     if (c->ref > 0)
         luaL_unref(L, LUA_REGISTRYINDEX, c->ref);
     for (size_t i = 0; i < c->nsub; i++)
@@ -77,43 +81,30 @@ static int
 l_gc(lua_State *L)
 {
     struct compiled *p = luaL_checkudata(L, 1, "chute.rules");
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
         cond_fini(L, &p->rules[i].c);
+        free(p->rules[i].desc);
+    }
     free(p->rules);
     free(p->linear);
     rules_domains_free(p->domains);
     rules_cidrs_free(p->cidrs);
+    rules_cidrs_free(p->cidrs_res);
     memset(p, 0, sizeof(*p));
     return 0;
 }
 
-static int
-parse_port(const char *s, uint16_t *lo, uint16_t *hi)
-{
-    char *end;
-    long a = strtol(s, &end, 10), b = a;
-    if (end == s)
-        return -1;
-    if (*end == '-') {
-        const char *t = end + 1;
-        b = strtol(t, &end, 10);
-        if (end == t)
-            return -1;
-    }
-    if (*end != '\0' || a < 0 || b > 65535 || a > b)
-        return -1;
-    *lo = (uint16_t)a;
-    *hi = (uint16_t)b;
-    return 0;
-}
+/* What parse_cond found that chute cannot evaluate: one warning a list. */
+struct skips {
+    size_t n;
+    char first[128];
+};
 
-/* Parses the rule at the top of the stack ({TYPE, VALUE, ...} or a
- * function) into |c|. |want_policy|: the policy index within the table.
- * Raises a Lua error naming |where| (the rule's position) on bad input. */
-static void parse_cond(lua_State *L, struct cond *c, const char *where);
+static void parse_cond(lua_State *L, struct cond *c, const char *where, int opt_from,
+                       struct skips *sk);
 
 static void
-parse_subs(lua_State *L, struct cond *c, const char *where)
+parse_subs(lua_State *L, struct cond *c, const char *where, struct skips *sk)
 {
     if (!lua_istable(L, -1))
         luaL_error(L, "%s: expected a list of conditions", where);
@@ -128,13 +119,134 @@ parse_subs(lua_State *L, struct cond *c, const char *where)
         char sw[192];
         snprintf(sw, sizeof(sw), "%.128s, condition %zu", where, i + 1);
         lua_rawgeti(L, -1, (lua_Integer)i + 1);
-        parse_cond(L, &c->sub[i], sw);
+        parse_cond(L, &c->sub[i], sw, 3, sk);
         lua_pop(L, 1);
     }
 }
 
+static char *
+dup_lower(struct mem_slice v, int lower)
+{
+    char *s = strndup(v.ptr, v.len);
+    for (char *p = s; lower && p != NULL && *p; p++)
+        *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+    return s;
+}
+
+/* A {TYPE, VALUE, [POLICY,] option...} leaf, through the list parser. */
 static void
-parse_cond(lua_State *L, struct cond *c, const char *where)
+parse_leaf(lua_State *L, struct cond *c, const char *where, const char *type, int opt_from,
+           struct skips *sk)
+{
+    struct mem_slice opts[6], t = mem_slice(type, strlen(type)), v;
+    struct rules_entry e[MAX_RANGES];
+    char msg[200], err[200];
+    size_t nopts = 0, len;
+    lua_rawgeti(L, -1, 2);
+    const char *val = lua_tolstring(L, -1, &len);
+    if (val == NULL || len == 0)
+        luaL_error(L, "%s: %s needs a value", where, type);
+    v = mem_slice(val, len);
+    lua_pop(L, 1);
+    for (int i = opt_from; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
+        const char *o = lua_tolstring(L, -1, &len);
+        if (o == NULL || nopts == sizeof(opts) / sizeof(opts[0]))
+            luaL_error(L, "%s: option %d must be a string (no-resolve, src, ...)", where,
+                       i - opt_from + 1);
+        opts[nopts++] = mem_slice(o, len); /* the table holds the strings */
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    int n = rules_rule_parse(t, v, opts, nopts, e, MAX_RANGES, msg, sizeof(msg));
+    if (n < 0 && strncmp(msg, "unknown option", 14) == 0) { /* the list's hint is no help */
+        msg[strcspn(msg, "(")] = '\0';
+        luaL_error(L, "%s: %s(no-resolve, src or extended-matching)", where, msg);
+    }
+    if (n < 0)
+        luaL_error(L, "%s: %s", where, msg);
+    c->options = e[0].options;
+    switch (e[0].type) {
+    case RULES_T_DOMAIN:
+    case RULES_T_DOMAIN_SUFFIX:
+    case RULES_T_DOMAIN_KEYWORD:
+        c->type = e[0].type == RULES_T_DOMAIN          ? C_DOMAIN
+                  : e[0].type == RULES_T_DOMAIN_SUFFIX ? C_SUFFIX
+                                                       : C_KEYWORD;
+        c->text = dup_lower(v, 1);
+        break;
+    case RULES_T_DOMAIN_WILDCARD:
+        c->type = C_WILDCARD;
+        c->wild = rules_wildcards_new();
+        if (c->wild == NULL || rules_wildcards_add(c->wild, RULES_WILD_SURGE, v.ptr, v.len, 0))
+            luaL_error(L, "%s: bad wildcard '%s'", where, val);
+        c->text = dup_lower(v, 0);
+        break;
+    case RULES_T_DOMAIN_REGEX:
+    case RULES_T_PROCESS_NAME_REGEX:
+        c->type = e[0].type == RULES_T_DOMAIN_REGEX ? C_REGEX : C_PROC_REGEX;
+        c->text = dup_lower(v, 0);
+        c->re = rules_regexes_new();
+        if (c->text == NULL || c->re == NULL ||
+            rules_regexes_add(c->re, c->text, 0, err, sizeof(err)) != 0)
+            luaL_error(L, "%s: bad regex '%s': %s", where, val, err);
+        break;
+    case RULES_T_IP_CIDR:
+    case RULES_T_SRC_IP_CIDR:
+        c->type = e[0].type == RULES_T_IP_CIDR ? C_CIDR : C_SRC_CIDR;
+        c->family = e[0].family;
+        memcpy(c->addr, e[0].addr, 16);
+        c->prefix = e[0].prefix;
+        c->text = dup_lower(v, 0);
+        break;
+    case RULES_T_DST_PORT:
+    case RULES_T_SRC_PORT:
+    case RULES_T_IN_PORT:
+        c->type = e[0].type == RULES_T_DST_PORT   ? C_DST_PORT
+                  : e[0].type == RULES_T_SRC_PORT ? C_SRC_PORT
+                                                  : C_IN_PORT;
+        c->ranges = calloc((size_t)n, sizeof(*c->ranges));
+        if (c->ranges == NULL)
+            luaL_error(L, "out of memory");
+        for (int i = 0; i < n; i++) {
+            c->ranges[i][0] = e[i].port_lo;
+            c->ranges[i][1] = e[i].port_hi;
+        }
+        c->nranges = (size_t)n;
+        c->text = dup_lower(v, 0);
+        break;
+    case RULES_T_IN_TYPE:
+        c->type = C_IN_TYPE;
+        if (script_in_types(v, &c->in_types) != 0)
+            luaL_error(L, "%s: unknown inbound type in '%s' (SOCKS5, HTTP, HTTPS, TUN, ...)",
+                       where, val);
+        c->text = dup_lower(v, 0);
+        break;
+    case RULES_T_NETWORK:
+        c->type = C_NETWORK;
+        c->text = dup_lower(v, 1);
+        break;
+    case RULES_T_PROCESS_NAME:
+    case RULES_T_PROCESS_PATH:
+        c->type = e[0].type == RULES_T_PROCESS_NAME ? C_PROC_NAME : C_PROC_PATH;
+        c->text = dup_lower(v, 0);
+        break;
+    default: /* GEOIP, IP-ASN (no database yet) and types chute cannot evaluate */
+        c->type = C_SKIP;
+        c->text = dup_lower(v, 0);
+        if (sk->n++ == 0)
+            snprintf(sk->first, sizeof(sk->first), "%.100s, %s", where, type);
+        break;
+    }
+    if (c->text == NULL)
+        luaL_error(L, "out of memory");
+}
+
+/* Parses the rule at the top of the stack ({TYPE, VALUE, ...} or a
+ * function) into |c|; options start at index |opt_from| (after the policy
+ * for a rule, after the value for a condition). Raises a Lua error naming
+ * |where| (the rule's position) on bad input. */
+static void
+parse_cond(lua_State *L, struct cond *c, const char *where, int opt_from, struct skips *sk)
 {
     if (lua_isfunction(L, -1)) {
         c->type = C_FUNC;
@@ -148,72 +260,49 @@ parse_cond(lua_State *L, struct cond *c, const char *where)
     const char *t = lua_tostring(L, -1);
     if (t == NULL)
         luaL_error(L, "%s: the rule type must be a string", where);
-    size_t k = 0;
-    while (k < sizeof(types) / sizeof(types[0]) && strcasecmp(types[k].name, t) != 0)
-        k++;
-    if (k == sizeof(types) / sizeof(types[0]))
-        luaL_error(L, "%s: unknown rule type '%s'", where, t);
-    c->type = types[k].type;
+    char type[40];
+    snprintf(type, sizeof(type), "%s", t);
     lua_pop(L, 1);
-    if (c->type == C_FINAL)
+    if (strcasecmp(type, "FINAL") == 0 || strcasecmp(type, "MATCH") == 0) {
+        c->type = C_FINAL;
         return;
-    lua_rawgeti(L, -1, 2);
-    if (c->type == C_AND || c->type == C_OR || c->type == C_NOT) {
-        parse_subs(L, c, where);
-    } else if (c->type == C_RULESET) {
-        luaL_checkudata(L, -1, "chute.ruleset");
-        lua_pushvalue(L, -1);
-        c->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    } else {
-        const char *v = lua_tostring(L, -1);
-        struct ip_cidr cidr;
-        char err[160];
-        if (v == NULL || *v == '\0')
-            luaL_error(L, "%s: %s needs a value", where, types[k].name);
-        c->text = strdup(v);
-        if (c->text == NULL)
-            luaL_error(L, "out of memory");
-        switch (c->type) {
-        case C_DOMAIN:
-        case C_SUFFIX:
-        case C_KEYWORD:
-            for (char *p = c->text; *p; p++)
-                *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
-            break;
-        case C_CIDR:
-        case C_SRC_CIDR:
-            if (ip_cidr_parse(v, &cidr) != 0)
-                luaL_error(L, "%s: '%s' is not IP/PREFIX", where, v);
-            c->family = cidr.family;
-            memcpy(c->addr, cidr.addr, 16);
-            c->prefix = cidr.prefix;
-            break;
-        case C_DST_PORT:
-        case C_SRC_PORT:
-            if (parse_port(v, &c->lo, &c->hi) != 0)
-                luaL_error(L, "%s: '%s' is not a port or a range (\"443\", \"8000-9000\")", where, v);
-            break;
-        case C_NETWORK:
-            if (strcasecmp(v, "tcp") != 0 && strcasecmp(v, "udp") != 0)
-                luaL_error(L, "%s: NETWORK is tcp or udp, not '%s'", where, v);
-            break;
-        case C_REGEX:
-            c->re = rules_regexes_new();
-            if (c->re == NULL || rules_regexes_add(c->re, v, 0, err, sizeof(err)) != 0)
-                luaL_error(L, "%s: bad regex '%s': %s", where, v, err);
-            break;
-        default:
-            break;
-        }
     }
-    lua_pop(L, 1);
-}
-
-static int
-suffix_match(const char *host, size_t n, const char *suf)
-{
-    size_t m = strlen(suf);
-    return n >= m && strncasecmp(host + n - m, suf, m) == 0 && (n == m || host[n - m - 1] == '.');
+    int logic = strcasecmp(type, "AND") == 0 ? C_AND
+                : strcasecmp(type, "OR") == 0 ? C_OR
+                : strcasecmp(type, "NOT") == 0 ? C_NOT
+                                               : -1;
+    if (logic >= 0) {
+        c->type = (enum cond_type)logic;
+        lua_rawgeti(L, -1, 2);
+        parse_subs(L, c, where, sk);
+        lua_pop(L, 1);
+        return;
+    }
+    if (strcasecmp(type, "RULE-SET") == 0) {
+        c->type = C_RULESET;
+        lua_rawgeti(L, -1, 2);
+        if (lua_type(L, -1) == LUA_TSTRING) {
+            const char *name = lua_tostring(L, -1);
+            if (!script_ruleset_builtin(L, name))
+                luaL_error(L, "%s: RULE-SET takes a chute.ruleset or Surge's LAN or SYSTEM, "
+                              "not '%s'", where, name);
+            lua_remove(L, -2);
+        }
+        luaL_checkudata(L, -1, "chute.ruleset");
+        c->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        /* mihomo's RULE-SET,name,policy,no-resolve: its IP rules skip names. */
+        for (int i = opt_from; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
+            const char *o = lua_tostring(L, -1);
+            if (o == NULL || strcasecmp(o, "no-resolve") != 0)
+                luaL_error(L, "%s: unknown option '%s' for RULE-SET (no-resolve)", where,
+                           o ? o : "?");
+            c->options |= RULES_OPT_NO_RESOLVE;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+        return;
+    }
+    parse_leaf(L, c, where, type, opt_from, sk);
 }
 
 static int
@@ -228,18 +317,44 @@ cidr_match(const struct cond *c, int family, const uint8_t *a)
     return bits == 0 || ((a[i] ^ c->addr[i]) & (0xff << (8 - bits))) == 0;
 }
 
+/* An IP-CIDR condition: the destination IP, or a named flow's resolved
+ * addresses (never with no-resolve; reaching it unresolved marks the flow). */
 static int
-src_addr(const struct flow *f, const uint8_t **a, uint16_t *port)
+dst_cidr_match(const struct cond *c, struct flow *f)
 {
-    if (f->src.ss_family == AF_INET) {
-        *a = (const uint8_t *)&((const struct sockaddr_in *)&f->src)->sin_addr;
-        *port = ntohs(((const struct sockaddr_in *)&f->src)->sin_port);
-    } else if (f->src.ss_family == AF_INET6) {
-        *a = (const uint8_t *)&((const struct sockaddr_in6 *)&f->src)->sin6_addr;
-        *port = ntohs(((const struct sockaddr_in6 *)&f->src)->sin6_port);
+    if (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6)
+        return cidr_match(c, f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6, f->dst.ip);
+    if (f->dst.kind != FLOW_ADDR_NAME || (c->options & RULES_OPT_NO_RESOLVE))
+        return 0;
+    if (script_ip_rule_reached(f))
+        return 0;
+    for (unsigned i = 0; f->resolved.state == FLOW_RESOLVE_DONE && i < f->resolved.n; i++)
+        if (cidr_match(c, f->resolved.v6 & (1u << i) ? AF_INET6 : AF_INET, f->resolved.ip[i]))
+            return 1;
+    return 0;
+}
+
+static int
+sock_addr(const struct sockaddr_storage *ss, const uint8_t **a, uint16_t *port)
+{
+    if (ss->ss_family == AF_INET) {
+        *a = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+        *port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        *a = (const uint8_t *)&((const struct sockaddr_in6 *)ss)->sin6_addr;
+        *port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
     } else {
         return -1;
     }
+    return 0;
+}
+
+static int
+in_ranges(const struct cond *c, uint16_t port)
+{
+    for (size_t i = 0; i < c->nranges; i++)
+        if (port >= c->ranges[i][0] && port <= c->ranges[i][1])
+            return 1;
     return 0;
 }
 
@@ -260,6 +375,15 @@ host_of(struct flow *f, size_t *n)
     return NULL;
 }
 
+static int
+suffix_match(const char *host, size_t n, const char *suf)
+{
+    size_t m = strlen(suf);
+    if (n > 0 && host[n - 1] == '.')
+        n--;
+    return n >= m && strncasecmp(host + n - m, suf, m) == 0 && (n == m || host[n - m - 1] == '.');
+}
+
 /* 1 if |c| matches |f|; for a function, its policy name is pushed. */
 static int
 cond_match(lua_State *L, const struct cond *c, struct flow *f, const char **fn_policy)
@@ -273,6 +397,8 @@ cond_match(lua_State *L, const struct cond *c, struct flow *f, const char **fn_p
     switch (c->type) {
     case C_DOMAIN:
         h = host_of(f, &n);
+        if (h != NULL && n > 0 && h[n - 1] == '.')
+            n--;
         return h && strlen(c->text) == n && strncasecmp(h, c->text, n) == 0;
     case C_SUFFIX:
         h = host_of(f, &n);
@@ -280,32 +406,56 @@ cond_match(lua_State *L, const struct cond *c, struct flow *f, const char **fn_p
     case C_KEYWORD:
         h = host_of(f, &n);
         return h && strcasestr(h, c->text) != NULL;
+    case C_WILDCARD:
+        h = host_of(f, &n);
+        return h && rules_wildcards_match(c->wild, h, n, &tag);
     case C_REGEX:
         h = host_of(f, &n);
         return h && rules_regexes_match(c->re, h, n, &tag);
     case C_CIDR:
-        return (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6) &&
-               cidr_match(c, f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6, f->dst.ip);
+        return dst_cidr_match(c, f);
     case C_SRC_CIDR:
         f->_reads |= FLOW_READ_UNCACHEABLE;
-        return src_addr(f, &a, &port) == 0 && cidr_match(c, f->src.ss_family, a);
+        return sock_addr(&f->src, &a, &port) == 0 && cidr_match(c, f->src.ss_family, a);
     case C_DST_PORT:
-        return f->dst.port >= c->lo && f->dst.port <= c->hi;
+        return in_ranges(c, f->dst.port);
     case C_SRC_PORT:
         f->_reads |= FLOW_READ_UNCACHEABLE;
-        return src_addr(f, &a, &port) == 0 && port >= c->lo && port <= c->hi;
+        return sock_addr(&f->src, &a, &port) == 0 && in_ranges(c, port);
+    case C_IN_PORT: /* the listener's port; a TUN flow came in on none */
+        f->_reads |= FLOW_READ_UNCACHEABLE;
+        return f->inbound != FLOW_IN_TUN && sock_addr(&f->local, &a, &port) == 0 &&
+               in_ranges(c, port);
+    case C_IN_TYPE:
+        f->_reads |= FLOW_READ_UNCACHEABLE;
+        return (unsigned)f->inbound < 8 && (c->in_types & (1u << f->inbound)) != 0;
     case C_NETWORK:
-        return (f->network == FLOW_UDP) == (strcasecmp(c->text, "udp") == 0);
+        return (f->network == FLOW_UDP) == (strcmp(c->text, "udp") == 0);
     case C_PROC_NAME:
     case C_PROC_PATH:
+    case C_PROC_REGEX:
         f->_reads |= FLOW_READ_UNCACHEABLE;
         p = script_flow_process(f);
-        return p && p->pid && strcmp(c->type == C_PROC_NAME ? p->name : p->path, c->text) == 0;
-    case C_RULESET:
+        if (p == NULL || p->pid == 0)
+            return 0;
+        if (c->type == C_PROC_REGEX)
+            return rules_regexes_match(c->re, p->name, strlen(p->name), &tag);
+        /* Case-insensitive, as mihomo compares (strings.EqualFold). */
+        return strcasecmp(c->type == C_PROC_NAME ? p->name : p->path, c->text) == 0;
+    case C_SKIP:
+        return 0;
+    case C_RULESET: {
+        /* no-resolve: the list sees the name as unresolvable, for this call. */
+        int hide = (c->options & RULES_OPT_NO_RESOLVE) && f->resolved.state == FLOW_RESOLVE_NONE;
+        if (hide)
+            f->resolved.state = FLOW_RESOLVE_FAILED;
         lua_rawgeti(L, LUA_REGISTRYINDEX, c->ref);
         n = (size_t)script_ruleset_match(L, lua_gettop(L), f, &tag);
         lua_pop(L, 1);
+        if (hide)
+            f->resolved.state = FLOW_RESOLVE_NONE;
         return (int)n;
+    }
     case C_AND:
         for (size_t i = 0; i < c->nsub; i++)
             if (!cond_match(L, &c->sub[i], f, NULL))
@@ -337,6 +487,15 @@ cond_match(lua_State *L, const struct cond *c, struct flow *f, const char **fn_p
     return 0;
 }
 
+/* The decision waits for the flow's addresses: route() gives a trial
+ * (script/route.c) and the engine resolves, then decides again. */
+static int
+waits(const struct flow *f)
+{
+    return (f->_reads & FLOW_READ_RESOLVE) && f->_resolvable &&
+           f->resolved.state == FLOW_RESOLVE_NONE;
+}
+
 /* The compiled route(flow): the policy name of the first rule that matches,
  * or nil (the bundle's fallback). */
 static int
@@ -349,18 +508,26 @@ l_route(lua_State *L)
     uint32_t first = UINT32_MAX, tag;
     if (h != NULL && rules_domains_match(p->domains, h, n, &tag))
         first = tag;
-    if ((f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6) &&
-        rules_cidrs_match(p->cidrs, f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6, f->dst.ip,
-                          &tag) && tag < first)
+    if (script_cidrs_match_flow(p->cidrs, p->cidrs_res, f, &tag) && tag < first)
         first = tag;
     for (size_t i = 0; i < p->n && i < first; i++) {
         const char *fn_policy = NULL;
-        if (!p->linear[i] || !cond_match(L, &p->rules[i].c, f, &fn_policy))
+        /* An IP-CIDR rule reached before any match: the addresses decide. */
+        if (i == p->first_res && script_ip_rule_reached(f) && waits(f))
+            return 0;
+        if (!p->linear[i])
+            continue;
+        int hit = cond_match(L, &p->rules[i].c, f, &fn_policy);
+        if (waits(f)) {
+            lua_settop(L, 1);
+            return 0;
+        }
+        if (!hit)
             continue;
         if (p->rules[i].c.type == C_RULESET) {
             char line[sizeof(f->why)]; /* the list's own "file:line", from its match */
             memcpy(line, f->why, sizeof(line));
-            snprintf(f->why, sizeof(f->why), "rule %u %.36s", (unsigned)(i + 1) & 0xffff, line);
+            snprintf(f->why, sizeof(f->why), "rule %zu %.110s", i + 1, line);
         } else {
             snprintf(f->why, sizeof(f->why), "%s", p->rules[i].desc);
         }
@@ -376,30 +543,61 @@ l_route(lua_State *L)
     return 1;
 }
 
+/* Fuses rule |i| into the sets when it is a plain domain or CIDR rule. */
+static int
+fuse(struct compiled *p, size_t i)
+{
+    struct cond *c = &p->rules[i].c;
+    uint32_t tag = (uint32_t)i;
+    switch (c->type) {
+    case C_DOMAIN:
+        return rules_domains_add(p->domains, RULES_DOMAIN_EXACT, c->text, strlen(c->text), tag);
+    case C_SUFFIX:
+        return rules_domains_add(p->domains, RULES_DOMAIN_SUFFIX, c->text, strlen(c->text), tag);
+    case C_KEYWORD:
+        return rules_domains_add(p->domains, RULES_DOMAIN_KEYWORD, c->text, strlen(c->text), tag);
+    case C_CIDR:
+        if (rules_cidrs_add(p->cidrs, c->family, c->addr, c->prefix, tag) != 0)
+            return -1;
+        if (c->options & RULES_OPT_NO_RESOLVE)
+            return 0;
+        if (p->first_res == SIZE_MAX)
+            p->first_res = i;
+        return rules_cidrs_add(p->cidrs_res, c->family, c->addr, c->prefix, tag);
+    default:
+        p->linear[i] = 1;
+        return 0;
+    }
+}
+
 int
 script_l_rules(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     size_t n = lua_rawlen(L, 1);
     struct compiled *p = lua_newuserdatauv(L, sizeof(*p), 0);
+    struct skips sk = {0};
     memset(p, 0, sizeof(*p));
     luaL_setmetatable(L, "chute.rules");
+    p->first_res = SIZE_MAX;
     p->rules = calloc(n ? n : 1, sizeof(*p->rules));
     p->linear = calloc(n ? n : 1, 1);
     p->domains = rules_domains_new();
     p->cidrs = rules_cidrs_new();
-    if (!p->rules || !p->linear || !p->domains || !p->cidrs)
+    p->cidrs_res = rules_cidrs_new();
+    if (!p->rules || !p->linear || !p->domains || !p->cidrs || !p->cidrs_res)
         return luaL_error(L, "out of memory");
     for (size_t i = 0; i < n; i++) {
         struct rule *r = &p->rules[i];
         char where[128];
         snprintf(where, sizeof(where), "chute.rules: rule %zu", i + 1);
         lua_rawgeti(L, 1, (lua_Integer)i + 1);
-        parse_cond(L, &r->c, where);
         p->n = i + 1;
+        parse_cond(L, &r->c, where, 4, &sk);
         if (r->c.type == C_FINAL && i + 1 != n)
             return luaL_error(L, "%s: FINAL must be the last rule", where);
         r->policy = -1;
+        char desc[600];
         if (r->c.type != C_FUNC) {
             lua_rawgeti(L, -1, r->c.type == C_FINAL ? 2 : 3);
             const char *pol = lua_tostring(L, -1);
@@ -408,31 +606,25 @@ script_l_rules(lua_State *L)
                 return luaL_error(L, "%s: unknown policy '%s'", where, pol ? pol : "(none)");
             lua_pop(L, 1);
             lua_rawgeti(L, -1, 1);
-            lua_rawgeti(L, -2, 2);
-            snprintf(r->desc, sizeof(r->desc), "rule %zu %s%s%s", i + 1, lua_tostring(L, -2),
+            snprintf(desc, sizeof(desc), "rule %zu %.64s%s%.500s", i + 1, lua_tostring(L, -1),
                      r->c.text ? "," : "", r->c.text ? r->c.text : "");
-            lua_pop(L, 2);
+            lua_pop(L, 1);
         } else {
-            snprintf(r->desc, sizeof(r->desc), "rule %zu function", i + 1);
+            snprintf(desc, sizeof(desc), "rule %zu function", i + 1);
         }
+        r->desc = strdup(desc);
         lua_pop(L, 1);
-        uint32_t tag = (uint32_t)i;
-        int rc = 0;
-        if (r->c.type == C_DOMAIN)
-            rc = rules_domains_add(p->domains, RULES_DOMAIN_EXACT, r->c.text, strlen(r->c.text), tag);
-        else if (r->c.type == C_SUFFIX)
-            rc = rules_domains_add(p->domains, RULES_DOMAIN_SUFFIX, r->c.text, strlen(r->c.text), tag);
-        else if (r->c.type == C_KEYWORD)
-            rc = rules_domains_add(p->domains, RULES_DOMAIN_KEYWORD, r->c.text, strlen(r->c.text), tag);
-        else if (r->c.type == C_CIDR)
-            rc = rules_cidrs_add(p->cidrs, r->c.family, r->c.addr, r->c.prefix, tag);
-        else
-            p->linear[i] = 1;
-        if (rc != 0)
+        if (r->desc == NULL)
+            return luaL_error(L, "out of memory");
+        if (fuse(p, i) != 0)
             return luaL_error(L, "%s: '%s' is not a usable name", where, r->c.text);
     }
-    if (rules_domains_build(p->domains) != 0 || rules_cidrs_build(p->cidrs) != 0)
+    if (rules_domains_build(p->domains) != 0 || rules_cidrs_build(p->cidrs) != 0 ||
+        rules_cidrs_build(p->cidrs_res) != 0)
         return luaL_error(L, "out of memory");
+    if (sk.n > 0)
+        LOG_WARN("chute.rules: %zu rule%s of types chute cannot evaluate never match (the "
+                 "first: %s)", sk.n, sk.n == 1 ? "" : "s", sk.first + strlen("chute.rules: "));
     lua_pushcclosure(L, l_route, 1);
     return 1;
 }

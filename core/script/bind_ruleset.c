@@ -1,7 +1,10 @@
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 
 #include "flow/process.h"
 #include "rules/list.h"
@@ -9,7 +12,7 @@
 #include "log/log.h"
 #include "script/script_int.h"
 
-/* chute.ruleset(path [, {format = ..., skip_invalid = bool}]): a rule list
+/* chute.ruleset(path [, {format = ..., skip_invalid = bool, strict = bool}]): a rule list
  * from the bundle, parsed and compiled into C matchers once, at load.
  * rs:match(flow) tells whether any of its entries matches the flow, and on
  * which line. Each entry's tag is its line, so the first line wins. */
@@ -20,13 +23,21 @@ struct ruleset {
     struct rules_domains *domains; /* DOMAIN, DOMAIN-SUFFIX, DOMAIN-KEYWORD */
     struct rules_domains *subs;    /* Clash ".a.com": matched on the host minus its first label */
     struct rules_cidrs *dst, *src;
+    struct rules_cidrs *dst_res;   /* the IP-CIDR lines without no-resolve: a named flow's
+                                    * resolved addresses are matched against these */
+    size_t nres;                   /* their count: a named flow needs resolving */
     struct rules_ports *dport, *sport;
-    struct rules_regexes *regexes; /* DOMAIN-REGEX and wildcards */
+    struct rules_regexes *regexes; /* DOMAIN-REGEX */
+    struct rules_wildcards *wild;  /* DOMAIN-WILDCARD, Clash "*.a.com" */
+    struct rules_regexes *proc_re; /* PROCESS-NAME-REGEX */
+    struct rules_ports *inport;    /* IN-PORT */
+    uint32_t in_type_tag[3];       /* IN-TYPE, by enum flow_inbound: the line, 0 if none */
     uint32_t network_tag[2];       /* NETWORK,tcp / udp: the line, 0 if none */
     char **procs;                  /* PROCESS-NAME / -PATH values, with their lines */
     uint32_t *proc_tags;
     uint8_t *proc_is_path;
     size_t nprocs;
+    size_t nprocs_re;
     size_t nsrc;                   /* SRC-IP / SRC-PORT entries: matching reads the source */
     size_t nnames;                 /* entries matched against a host name */
     size_t count;
@@ -41,10 +52,14 @@ ruleset_fini(struct ruleset *rs)
     rules_domains_free(rs->domains);
     rules_domains_free(rs->subs);
     rules_cidrs_free(rs->dst);
+    rules_cidrs_free(rs->dst_res);
     rules_cidrs_free(rs->src);
     rules_ports_free(rs->dport);
     rules_ports_free(rs->sport);
     rules_regexes_free(rs->regexes);
+    rules_wildcards_free(rs->wild);
+    rules_regexes_free(rs->proc_re);
+    rules_ports_free(rs->inport);
     for (size_t i = 0; i < rs->nprocs; i++)
         free(rs->procs[i]);
     free(rs->procs);
@@ -52,37 +67,6 @@ ruleset_fini(struct ruleset *rs)
     free(rs->proc_is_path);
     free(rs->name);
     memset(rs, 0, sizeof(*rs));
-}
-
-/* A wildcard as a POSIX ERE: Clash's '*' is one label, Surge's crosses dots;
- * '?' is one character. */
-static int
-wildcard_regex(struct mem_slice v, int clash, char *out, size_t len)
-{
-    size_t n = 0;
-    if (len < 3)
-        return -1;
-    out[n++] = '^';
-    for (size_t i = 0; i < v.len; i++) {
-        const char *add;
-        char one[3] = {0};
-        if (v.ptr[i] == '*')
-            add = clash ? "[^.]+" : ".*";
-        else if (v.ptr[i] == '?')
-            add = ".";
-        else if (strchr(".+()[]{}|^$\\", v.ptr[i]) != NULL)
-            add = (one[0] = '\\', one[1] = v.ptr[i], one);
-        else
-            add = (one[0] = v.ptr[i], one);
-        size_t k = strlen(add);
-        if (n + k + 2 > len)
-            return -1;
-        memcpy(out + n, add, k);
-        n += k;
-    }
-    out[n++] = '$';
-    out[n] = '\0';
-    return 0;
 }
 
 static int
@@ -110,11 +94,47 @@ add_proc(struct ruleset *rs, struct mem_slice v, uint32_t tag, int is_path)
 
 struct load_ctx {
     struct ruleset *rs;
-    int clash;
-    int skip;           /* skip_invalid: leave out what cannot be matched */
-    size_t unsupported; /* entries left out that way */
+    enum rules_format fmt;
+    int surge;          /* a Surge list: its DOMAIN-WILDCARD takes [...] classes */
+    int strict;         /* strict = true: a type chute cannot evaluate is an error */
+    size_t unsupported; /* entries of such types left out */
     unsigned first_line;
+    char first_type[32];
 };
+
+/* IN-TYPE names as mihomo spells them (its C.Type), to the inbound chute
+ * has for each: chute's HTTP listener serves CONNECT (mihomo's HTTPS) and
+ * plain requests (HTTP) as one inbound, so both match its flows; the types
+ * chute has no listener for are valid and never match. */
+int
+script_in_types(struct mem_slice v, uint8_t *mask)
+{
+    static const char *const never[] = {"SOCKS4", "SHADOWSOCKS", "VMESS", "VLESS", "REDIR",
+                                        "TPROXY", "TROJAN", "TUNNEL", "TUIC", "HYSTERIA2",
+                                        "ANYTLS", "INNER", "MIXED"};
+    const char *p = v.ptr, *end = v.ptr + v.len;
+    *mask = 0;
+    for (;;) {
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        struct mem_slice t = mem_slice(p, (size_t)((slash ? slash : end) - p));
+        int in = -1, known = 0;
+        if (mem_slice_ieq(t, "SOCKS") || mem_slice_ieq(t, "SOCKS5"))
+            in = FLOW_IN_SOCKS;
+        else if (mem_slice_ieq(t, "HTTP") || mem_slice_ieq(t, "HTTPS"))
+            in = FLOW_IN_HTTP;
+        else if (mem_slice_ieq(t, "TUN"))
+            in = FLOW_IN_TUN;
+        for (size_t i = 0; in < 0 && i < sizeof(never) / sizeof(never[0]); i++)
+            known |= mem_slice_ieq(t, never[i]);
+        if (in < 0 && !known)
+            return -1;
+        if (in >= 0)
+            *mask |= (uint8_t)(1u << in);
+        if (slash == NULL)
+            return 0;
+        p = slash + 1;
+    }
+}
 
 static int
 on_entry(void *arg, const struct rules_entry *e)
@@ -123,6 +143,7 @@ on_entry(void *arg, const struct rules_entry *e)
     struct ruleset *rs = ctx->rs;
     uint32_t tag = e->line;
     char re[1024];
+    uint8_t mask;
     int rc = 0;
     switch (e->type) {
     case RULES_T_DOMAIN:
@@ -138,16 +159,43 @@ on_entry(void *arg, const struct rules_entry *e)
         rc = rules_domains_add(rs->subs, RULES_DOMAIN_SUFFIX, e->value.ptr, e->value.len, tag);
         break;
     case RULES_T_DOMAIN_REGEX:
+        snprintf(re, sizeof(re), "%.*s", (int)e->value.len, e->value.ptr);
+        rc = rules_regexes_add(rs->regexes, re, tag, rs->errbuf, sizeof(rs->errbuf));
+        break;
+    case RULES_T_PROCESS_NAME_REGEX:
+        snprintf(re, sizeof(re), "%.*s", (int)e->value.len, e->value.ptr);
+        rc = rules_regexes_add(rs->proc_re, re, tag, rs->errbuf, sizeof(rs->errbuf));
+        break;
     case RULES_T_DOMAIN_WILDCARD:
-        if (e->type == RULES_T_DOMAIN_REGEX)
-            snprintf(re, sizeof(re), "%.*s", (int)e->value.len, e->value.ptr);
-        else if (wildcard_regex(e->value, ctx->clash, re, sizeof(re)) != 0)
+        /* A Clash domain list's "*.a.com" is one label; a DOMAIN-WILDCARD
+         * rule's '*' crosses dots, in Surge and in mihomo alike. */
+        rc = rules_wildcards_add(rs->wild,
+                                 ctx->fmt == RULES_FORMAT_CLASH_DOMAIN ? RULES_WILD_LABEL
+                                 : ctx->surge                          ? RULES_WILD_SURGE
+                                                                       : RULES_WILD_GLOB,
+                                 e->value.ptr, e->value.len, tag);
+        break;
+    case RULES_T_IN_PORT:
+        rc = rules_ports_add(rs->inport, e->port_lo, e->port_hi, tag);
+        rs->nsrc++; /* read from the flow's local address: not for the cache */
+        break;
+    case RULES_T_IN_TYPE:
+        if (script_in_types(e->value, &mask) != 0) {
+            snprintf(rs->errbuf, sizeof(rs->errbuf),
+                     "unknown inbound type '%.*s' (SOCKS5, HTTP, HTTPS, TUN, ...)",
+                     (int)(e->value.len > 64 ? 64 : e->value.len), e->value.ptr);
             rc = -1;
-        if (rc == 0)
-            rc = rules_regexes_add(rs->regexes, re, tag, rs->errbuf, sizeof(rs->errbuf));
+        }
+        for (int i = 0; i < 3; i++)
+            if ((mask & (1u << i)) && rs->in_type_tag[i] == 0)
+                rs->in_type_tag[i] = tag;
         break;
     case RULES_T_IP_CIDR:
         rc = rules_cidrs_add(rs->dst, e->family, e->addr, e->prefix, tag);
+        if (rc == 0 && !(e->options & RULES_OPT_NO_RESOLVE)) {
+            rc = rules_cidrs_add(rs->dst_res, e->family, e->addr, e->prefix, tag);
+            rs->nres++;
+        }
         break;
     case RULES_T_SRC_IP_CIDR:
         rc = rules_cidrs_add(rs->src, e->family, e->addr, e->prefix, tag);
@@ -170,15 +218,22 @@ on_entry(void *arg, const struct rules_entry *e)
     case RULES_T_PROCESS_PATH:
         rc = add_proc(rs, e->value, tag, e->type == RULES_T_PROCESS_PATH);
         break;
-    default: /* GEOIP, IP-ASN: no database yet */
-        if (ctx->skip) {
-            if (ctx->unsupported++ == 0)
+    default: /* GEOIP, IP-ASN (no database yet), and types chute cannot evaluate */
+        if (!ctx->strict) {
+            if (ctx->unsupported++ == 0) {
+                struct mem_slice t = e->type == RULES_T_UNSUPPORTED
+                                         ? e->value
+                                         : mem_slice(rules_type_name(e->type),
+                                                     strlen(rules_type_name(e->type)));
                 ctx->first_line = e->line;
+                snprintf(ctx->first_type, sizeof(ctx->first_type), "%.*s",
+                         (int)(t.len < 31 ? t.len : 31), t.ptr);
+            }
             return 0;
         }
-        snprintf(rs->errbuf, sizeof(rs->errbuf), "line %u: %s rules need data chute does not "
-                 "have yet (use skip_invalid = true to leave them out)", e->line,
-                 rules_type_name(e->type));
+        snprintf(rs->errbuf, sizeof(rs->errbuf), "line %u: chute cannot evaluate %s rules "
+                 "(strict = true; without it they are left out with a warning)", e->line,
+                 e->type == RULES_T_UNSUPPORTED ? "these" : rules_type_name(e->type));
         rs->err = rs->errbuf;
         return 1;
     }
@@ -197,6 +252,85 @@ on_entry(void *arg, const struct rules_entry *e)
     rs->count++;
     if (e->type <= RULES_T_DOMAIN_SUBS)
         rs->nnames++;
+    if (e->type == RULES_T_PROCESS_NAME_REGEX)
+        rs->nprocs_re++;
+    return 0;
+}
+
+/* A new empty ruleset userdata named |name| on the stack (raises when out
+ * of memory: nothing is held then). */
+static struct ruleset *
+ruleset_push(lua_State *L, const char *name)
+{
+    struct ruleset *rs = lua_newuserdatauv(L, sizeof(*rs), 0);
+    memset(rs, 0, sizeof(*rs));
+    luaL_setmetatable(L, "chute.ruleset");
+    rs->name = strdup(name);
+    rs->domains = rules_domains_new();
+    rs->subs = rules_domains_new();
+    rs->dst = rules_cidrs_new();
+    rs->dst_res = rules_cidrs_new();
+    rs->src = rules_cidrs_new();
+    rs->dport = rules_ports_new();
+    rs->sport = rules_ports_new();
+    rs->regexes = rules_regexes_new();
+    rs->wild = rules_wildcards_new();
+    rs->proc_re = rules_regexes_new();
+    rs->inport = rules_ports_new();
+    if (!rs->name || !rs->domains || !rs->subs || !rs->dst || !rs->dst_res || !rs->src ||
+        !rs->dport || !rs->sport || !rs->regexes || !rs->wild || !rs->proc_re || !rs->inport)
+        luaL_error(L, "chute.ruleset: out of memory");
+    return rs;
+}
+
+/* Parses |buf| as |fmt| into |rs| and builds its sets; logs what was left
+ * out. Never raises (the caller holds |buf|): -1 with |err| naming the
+ * list and the line. */
+static int
+ruleset_fill(struct ruleset *rs, const char *buf, size_t len, int fmt, int skip, int strict,
+             char *err, size_t errlen)
+{
+    const char *name = rs->name;
+    if (fmt == RULES_FORMAT_AUTO && rules_list_ambiguous(buf, len)) {
+        snprintf(err, errlen, "%s: a domain list with '.name' lines: Surge's DOMAIN-SET reads "
+                 "'.a.com' as a.com and below, a Clash domain list as below a.com only; say "
+                 "which with format = \"domain-set\" or \"domain\"", name);
+        return -1;
+    }
+    if (fmt == RULES_FORMAT_AUTO)
+        fmt = rules_list_detect(buf, len);
+    struct load_ctx ctx = {.rs = rs, .fmt = (enum rules_format)fmt,
+                           .surge = fmt == RULES_FORMAT_SURGE, .strict = strict};
+    struct rules_list_error le = {0};
+    size_t skipped = 0;
+    int rc = rules_list_parse(buf, len, (enum rules_format)fmt, skip, on_entry, &ctx, &skipped,
+                              &le);
+    if (rc == RULES_LIST_ERR_FORMAT) {
+        snprintf(err, errlen, "%s: cannot tell the format (give format = ...)", name);
+        return -1;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "%s:%d: %s", name, (int)le.line, le.msg);
+        return -1;
+    }
+    if (rc > 0) {
+        snprintf(err, errlen, "%s: %s", name, rs->err);
+        return -1;
+    }
+    if (rules_domains_build(rs->domains) || rules_domains_build(rs->subs) ||
+        rules_cidrs_build(rs->dst) || rules_cidrs_build(rs->dst_res) ||
+        rules_cidrs_build(rs->src) || rules_ports_build(rs->dport) ||
+        rules_ports_build(rs->sport) || rules_ports_build(rs->inport)) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    if (skipped > 0)
+        LOG_WARN("chute.ruleset: %s: %zu invalid lines left out (the first: line %u: %s)", name,
+                 skipped, le.line, le.msg);
+    if (ctx.unsupported > 0)
+        LOG_WARN("chute.ruleset: %s: %zu rule%s of types chute cannot evaluate left out (the "
+                 "first: %s:%u, %s; strict = true makes this an error)", name, ctx.unsupported,
+                 ctx.unsupported == 1 ? "" : "s", name, ctx.first_line, ctx.first_type);
     return 0;
 }
 
@@ -206,7 +340,7 @@ script_l_ruleset(lua_State *L)
     struct script *s = script_of(L);
     const char *rel = luaL_checkstring(L, 1);
     const char *fmt_name = "auto";
-    int skip = 0;
+    int skip = 0, strict = 0;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         lua_pushnil(L);
@@ -216,10 +350,13 @@ script_l_ruleset(lua_State *L)
                 fmt_name = lua_tostring(L, -1);
             else if (strcmp(k, "skip_invalid") == 0 && lua_type(L, -1) == LUA_TBOOLEAN)
                 skip = lua_toboolean(L, -1);
+            else if (strcmp(k, "strict") == 0 && lua_type(L, -1) == LUA_TBOOLEAN)
+                strict = lua_toboolean(L, -1);
             else
                 return luaL_error(L, "chute.ruleset: unknown or mistyped option '%s' "
                                      "(format = \"auto\"|\"surge\"|\"domain-set\"|\"classical\"|"
-                                     "\"domain\"|\"ipcidr\", skip_invalid = boolean)", k);
+                                     "\"domain\"|\"ipcidr\", skip_invalid = boolean, "
+                                     "strict = boolean)", k);
             lua_pop(L, 1);
         }
     }
@@ -229,52 +366,62 @@ script_l_ruleset(lua_State *L)
     char path[4096];
     if (script_bundle_path(s, rel, path, sizeof(path)) != 0)
         return luaL_error(L, "chute.ruleset: '%s' is not a path inside the bundle", rel);
-
-    struct ruleset *rs = lua_newuserdatauv(L, sizeof(*rs), 0);
-    memset(rs, 0, sizeof(*rs));
-    luaL_setmetatable(L, "chute.ruleset");
-    rs->name = strdup(rel);
-    rs->domains = rules_domains_new();
-    rs->subs = rules_domains_new();
-    rs->dst = rules_cidrs_new();
-    rs->src = rules_cidrs_new();
-    rs->dport = rules_ports_new();
-    rs->sport = rules_ports_new();
-    rs->regexes = rules_regexes_new();
-    if (!rs->name || !rs->domains || !rs->subs || !rs->dst || !rs->src || !rs->dport ||
-        !rs->sport || !rs->regexes)
-        return luaL_error(L, "chute.ruleset: out of memory");
-
+    struct ruleset *rs = ruleset_push(L, rel);
     size_t len = 0;
     const char *why = NULL;
     char *buf = script_read_file(path, MAX_LIST_BYTES, &len, &why);
     if (buf == NULL)
         return luaL_error(L, "chute.ruleset: %s: %s", rel, why);
-    if (fmt == RULES_FORMAT_AUTO)
-        fmt = rules_list_detect(buf, len);
-    struct load_ctx ctx = {rs, fmt == RULES_FORMAT_CLASH_DOMAIN || fmt == RULES_FORMAT_CLASSICAL,
-                           skip, 0, 0};
-    struct rules_list_error err = {0};
-    size_t skipped = 0;
-    int rc = rules_list_parse(buf, len, (enum rules_format)fmt, skip, on_entry, &ctx, &skipped,
-                              &err);
-    free(buf);
-    if (rc == RULES_LIST_ERR_FORMAT)
-        return luaL_error(L, "chute.ruleset: %s: cannot tell the format (give format = ...)", rel);
-    if (rc < 0)
-        return luaL_error(L, "chute.ruleset: %s:%d: %s", rel, (int)err.line, err.msg);
-    if (rc > 0)
-        return luaL_error(L, "chute.ruleset: %s: %s", rel, rs->err);
-    if (rules_domains_build(rs->domains) || rules_domains_build(rs->subs) ||
-        rules_cidrs_build(rs->dst) || rules_cidrs_build(rs->src) || rules_ports_build(rs->dport) ||
-        rules_ports_build(rs->sport))
-        return luaL_error(L, "chute.ruleset: %s: out of memory", rel);
-    if (skipped > 0)
-        LOG_WARN("chute.ruleset: %s: %zu invalid lines left out (the first: line %u: %s)", rel,
-                 skipped, err.line, err.msg);
-    if (ctx.unsupported > 0)
-        LOG_WARN("chute.ruleset: %s: %zu GEOIP/IP-ASN lines left out (no database yet; the "
-                 "first: line %u)", rel, ctx.unsupported, ctx.first_line);
+    char err[300];
+    int rc = ruleset_fill(rs, buf, len, fmt, skip, strict, err, sizeof(err));
+    free(buf); /* before an error unwinds */
+    if (rc != 0)
+        return luaL_error(L, "chute.ruleset: %s", err);
+    return 1;
+}
+
+/* Surge's internal rule sets (manual, Rule Set: "Internal Rule Sets"), as
+ * lists: LAN resolves a name for its CIDRs, as Surge says it does; SYSTEM
+ * is Apple's own services, whose USER-AGENT lines chute cannot match. */
+static const char lan_list[] = "DOMAIN-SUFFIX,local\n"
+                               "IP-CIDR,192.168.0.0/16\n"
+                               "IP-CIDR,10.0.0.0/8\n"
+                               "IP-CIDR,172.16.0.0/12\n"
+                               "IP-CIDR,127.0.0.0/8\n"
+                               "IP-CIDR,100.64.0.0/10\n"
+                               "IP-CIDR6,fe80::/10\n";
+static const char system_list[] = "DOMAIN,api.smoot.apple.com\n"
+                                  "DOMAIN,captive.apple.com\n"
+                                  "DOMAIN,configuration.apple.com\n"
+                                  "DOMAIN,guzzoni.apple.com\n"
+                                  "DOMAIN,smp-device-content.apple.com\n"
+                                  "DOMAIN,xp.apple.com\n"
+                                  "DOMAIN-SUFFIX,ess.apple.com\n"
+                                  "DOMAIN-SUFFIX,push-apple.com.akadns.net\n"
+                                  "DOMAIN-SUFFIX,push.apple.com\n"
+                                  "DOMAIN,aod.itunes.apple.com\n"
+                                  "DOMAIN,mesu.apple.com\n"
+                                  "DOMAIN,api.smoot.apple.cn\n"
+                                  "DOMAIN,gs-loc.apple.com\n"
+                                  "DOMAIN,mvod.itunes.apple.com\n"
+                                  "DOMAIN,streamingaudio.itunes.apple.com\n"
+                                  "DOMAIN-SUFFIX,lcdn-locator.apple.com\n"
+                                  "DOMAIN-SUFFIX,lcdn-registration.apple.com\n"
+                                  "DOMAIN-SUFFIX,ls.apple.com\n"
+                                  "PROCESS-NAME,trustd\n";
+
+int
+script_ruleset_builtin(lua_State *L, const char *name)
+{
+    const char *text = strcmp(name, "LAN") == 0      ? lan_list
+                       : strcmp(name, "SYSTEM") == 0 ? system_list
+                                                     : NULL;
+    char err[300];
+    if (text == NULL)
+        return 0;
+    struct ruleset *rs = ruleset_push(L, name);
+    if (ruleset_fill(rs, text, strlen(text), RULES_FORMAT_SURGE, 0, 0, err, sizeof(err)) != 0)
+        return luaL_error(L, "RULE-SET,%s: %s", name, err);
     return 1;
 }
 
@@ -313,11 +460,9 @@ script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line)
             better(rules_domains_match(rs->subs, dot + 1, n - (size_t)(dot + 1 - h), &tag), &tag,
                    &best);
         better(rules_regexes_match(rs->regexes, h, n, &tag), &tag, &best);
+        better(rules_wildcards_match(rs->wild, h, n, &tag), &tag, &best);
     }
-    if (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6) {
-        int fam = f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6;
-        better(rules_cidrs_match(rs->dst, fam, f->dst.ip, &tag), &tag, &best);
-    }
+    better(script_cidrs_match_flow(rs->dst, rs->dst_res, f, &tag), &tag, &best);
     if (rs->nsrc > 0 && (f->src.ss_family == AF_INET || f->src.ss_family == AF_INET6)) {
         /* The decision now depends on the source: not for the cache. */
         f->_reads |= FLOW_READ_UNCACHEABLE;
@@ -330,17 +475,41 @@ script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line)
         better(rules_cidrs_match(rs->src, f->src.ss_family, a, &tag), &tag, &best);
         better(rules_ports_match(rs->sport, sp, &tag), &tag, &best);
     }
+    /* IN-PORT: the listener's port; a TUN flow came in on no listener. */
+    if (rs->nsrc > 0 && f->inbound != FLOW_IN_TUN &&
+        (f->local.ss_family == AF_INET || f->local.ss_family == AF_INET6)) {
+        uint16_t lp = ntohs(f->local.ss_family == AF_INET
+                                ? ((const struct sockaddr_in *)&f->local)->sin_port
+                                : ((const struct sockaddr_in6 *)&f->local)->sin6_port);
+        f->_reads |= FLOW_READ_UNCACHEABLE;
+        better(rules_ports_match(rs->inport, lp, &tag), &tag, &best);
+    }
+    if ((rs->in_type_tag[0] | rs->in_type_tag[1] | rs->in_type_tag[2]) != 0 &&
+        (unsigned)f->inbound < 3) {
+        uint32_t it = rs->in_type_tag[f->inbound];
+        f->_reads |= FLOW_READ_UNCACHEABLE; /* the cache's key has no inbound */
+        better(it != 0, &it, &best);
+    }
     better(rules_ports_match(rs->dport, f->dst.port, &tag), &tag, &best);
     uint32_t nt = rs->network_tag[f->network == FLOW_UDP];
     better(nt != 0, &nt, &best);
-    if (rs->nprocs > 0) {
+    if (rs->nprocs > 0 || rs->nprocs_re > 0) {
+        /* mihomo compares process names and paths case-insensitively
+         * (strings.EqualFold), and so does Surge on macOS's file system. */
         f->_reads |= FLOW_READ_UNCACHEABLE;
         const struct flow_process *p = script_flow_process(f);
         for (size_t i = 0; p != NULL && p->pid != 0 && i < rs->nprocs; i++) {
             const char *have = rs->proc_is_path[i] ? p->path : p->name;
-            better(strcmp(have, rs->procs[i]) == 0, &rs->proc_tags[i], &best);
+            better(strcasecmp(have, rs->procs[i]) == 0, &rs->proc_tags[i], &best);
         }
+        if (p != NULL && p->pid != 0)
+            better(rules_regexes_match(rs->proc_re, p->name, strlen(p->name), &tag), &tag,
+                   &best);
     }
+    /* Nothing else matched, and the list has IP-CIDR lines that resolve:
+     * the flow's addresses decide (a trial until they are known). */
+    if (best == UINT32_MAX && rs->nres > 0)
+        script_ip_rule_reached(f);
     if (best == UINT32_MAX)
         return 0;
     snprintf(f->why, sizeof(f->why), "%s:%u", rs->name, best);

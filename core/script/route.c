@@ -93,9 +93,12 @@ script_route(struct script *s, struct flow *f)
     int tripped = s->tripped;
     script_budget_disarm(s);
     *fp = NULL;
-    if ((f->_reads & FLOW_READ_HOST) && f->_sniffable) {
-        /* A trial: the flow will be held, named and decided again; this
-         * call's outcome (and its warnings) does not count. */
+    if (((f->_reads & FLOW_READ_HOST) && f->_sniffable) ||
+        ((f->_reads & FLOW_READ_RESOLVE) && f->_resolvable &&
+         f->resolved.state == FLOW_RESOLVE_NONE)) {
+        /* A trial: the flow will be held, named (or resolved for its IP
+         * rules) and decided again; this call's outcome (and its warnings)
+         * does not count. */
         s->st.route_calls--;
         lua_settop(L, top);
         return;

@@ -7,6 +7,7 @@
 #include <lua.h>
 
 #include "mitm/mitm.h"
+#include "mem/slice.h"
 #include "script/script.h"
 
 #define SCRIPT_LOAD_BUDGET 200000000u /* instructions for running main.lua */
@@ -164,11 +165,29 @@ int script_l_check_range(lua_State *L);
 struct flow_process;
 /* The process behind |f|, looked up once per flow; NULL if not local. */
 const struct flow_process *script_flow_process(const struct flow *f);
+
+/* ip_rules.c. An IP rule without no-resolve was reached for |f|: 1 (and
+ * FLOW_READ_RESOLVE set) when |f| is a name not resolved yet, so that the
+ * decision must wait for its addresses; 0 when they are known (or the
+ * flow has an IP). */
+int script_ip_rule_reached(struct flow *f);
+struct rules_cidrs;
+/* |f|'s destination IP in |all|, or, for a resolved named flow, any of its
+ * addresses in |resolving| (the rules without no-resolve): 1 with the
+ * smallest tag. */
+int script_cidrs_match_flow(const struct rules_cidrs *all, const struct rules_cidrs *resolving,
+                            const struct flow *f, uint32_t *tag);
 /* The flow of a "chute.flow" userdata argument (an error outside route()). */
 struct flow *script_check_flow(lua_State *L, int idx);
 /* bind_ruleset.c: the metatable, and chute.ruleset() itself */
 void script_ruleset_open(struct script *s);
 int script_l_ruleset(lua_State *L);
+/* Pushes Surge's internal rule set |name| ("LAN", "SYSTEM") and returns 1,
+ * or 0 (nothing pushed) for another name. */
+int script_ruleset_builtin(lua_State *L, const char *name);
+/* IN-TYPE's value ("HTTP/SOCKS5", mihomo's names) as a bit per enum
+ * flow_inbound in |mask|; -1 for a name mihomo does not have. */
+int script_in_types(struct mem_slice v, uint8_t *mask);
 int script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line);
 /* bind_module.c: chute.module "file" | { text = ... } */
 int script_l_module(lua_State *L);

@@ -15,7 +15,7 @@ local lan = chute.ruleset("rules/lan.txt", { format = "ipcidr" })
 chute.route = chute.rules {
   { "RULE-SET", ads, "REJECT" },
   { "RULE-SET", direct, "DIRECT" },
-  { "RULE-SET", lan, "DIRECT" },
+  { "RULE-SET", lan, "DIRECT", "no-resolve" }, -- names skip its CIDRs, as in Clash
   { "AND", { { "NETWORK", "tcp" }, { "DST-PORT", "25" } }, "REJECT" }, -- no SMTP out
   -- A Lua function is a rule too: nil goes on to the next one.
   function(flow)

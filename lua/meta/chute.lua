@@ -269,7 +269,8 @@ function ruleset:match(flow) end
 
 ---@class chute.ruleset.options
 ---@field format? "auto"|"surge"|"domain-set"|"classical"|"domain"|"ipcidr"
----@field skip_invalid? boolean  leave out (and count) lines that cannot be used, instead of failing
+---@field skip_invalid? boolean  leave out (and count) malformed lines, instead of failing
+---@field strict? boolean  fail on rule types chute cannot evaluate (default: left out, one warning)
 
 --- Loads a rule list from the bundle into C matchers (at load time).
 ---@param path string  relative to the bundle
@@ -292,7 +293,8 @@ function chute.ruleset(path, opts) end
 function chute.module(src) end
 
 --- Compiles a Surge/Clash-style rule list into a route function. Each rule is
---- {TYPE, VALUE, POLICY [, "no-resolve"]}, {"RULE-SET", ruleset, POLICY},
+--- {TYPE, VALUE, POLICY [, option...]} read as a list line is ("no-resolve",
+--- "src", ...), {"RULE-SET", ruleset | "LAN" | "SYSTEM", POLICY [, "no-resolve"]},
 --- {"AND"|"OR"|"NOT", {conditions}, POLICY}, a function(flow) returning a
 --- policy or nil, or {"FINAL", POLICY} (last). First match wins.
 ---@param list table

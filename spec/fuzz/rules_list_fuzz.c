@@ -28,7 +28,7 @@ struct run {
 static int
 is_port(enum rules_type t)
 {
-    return t == RULES_T_DST_PORT || t == RULES_T_SRC_PORT;
+    return t == RULES_T_DST_PORT || t == RULES_T_SRC_PORT || t == RULES_T_IN_PORT;
 }
 
 static int
@@ -93,6 +93,8 @@ entry(void *arg, const struct rules_entry *e)
         CHECK(e->port_lo <= e->port_hi);
     else
         CHECK(e->port_lo == 0 && e->port_hi == 0);
+    if (e->type == RULES_T_UNSUPPORTED)
+        CHECK(e->options == 0 && memchr(e->value.ptr, ',', e->value.len) == NULL);
     if (e->type == RULES_T_NETWORK)
         CHECK(e->value.len == 3 && (strncasecmp(e->value.ptr, "tcp", 3) == 0 ||
                                     strncasecmp(e->value.ptr, "udp", 3) == 0));
@@ -117,13 +119,18 @@ run(struct run *r, enum rules_format fmt, int skip, size_t *skipped, struct rule
         CHECK(r->stop_at > 0 && r->n == r->stop_at);
         return ret;
     }
-    CHECK(ret == 0 || ret == RULES_LIST_ERR_LINE || ret == RULES_LIST_ERR_FORMAT);
+    CHECK(ret == 0 || ret == RULES_LIST_ERR_LINE || ret == RULES_LIST_ERR_FORMAT ||
+          ret == RULES_LIST_ERR_AMBIGUOUS);
     if (ret == RULES_LIST_ERR_LINE) {
         CHECK(!skip);
         CHECK(err->line >= 1 && err->line <= r->lines && err->msg[0] != '\0');
     }
-    if (ret == RULES_LIST_ERR_FORMAT)
+    if (ret == RULES_LIST_ERR_FORMAT || ret == RULES_LIST_ERR_AMBIGUOUS)
         CHECK(fmt == RULES_FORMAT_AUTO && err->line == 0 && err->msg[0] != '\0');
+    /* A list Surge and Clash read differently is refused before any entry. */
+    if (ret == RULES_LIST_ERR_AMBIGUOUS)
+        CHECK(r->n == 0 && rules_list_ambiguous(r->buf, r->len));
+
     if (ret == 0 && skip && *skipped > 0)
         CHECK(err->line >= 1 && err->line <= r->lines);
     if (ret == 0 && !skip)
@@ -176,8 +183,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(skipped == 0 && r.n == n);
         if (skip && ret2 == RULES_LIST_ERR_LINE)
             CHECK(skipped > 0 && err2.line == err.line && strcmp(err.msg, err2.msg) == 0);
-        if (ret == RULES_LIST_ERR_FORMAT)
-            CHECK(ret2 == RULES_LIST_ERR_FORMAT);
+        if (ret == RULES_LIST_ERR_FORMAT || ret == RULES_LIST_ERR_AMBIGUOUS)
+            CHECK(ret2 == ret);
     }
 
     /* AUTO parses exactly as the format it detects. */
@@ -186,7 +193,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(ret2 == ret && r.n == n && skipped2 == skipped && err2.line == err.line);
     }
     if (fmt == RULES_FORMAT_AUTO && found == RULES_FORMAT_AUTO)
-        CHECK(n == 0 && (ret == 0 || ret == RULES_LIST_ERR_FORMAT));
+        CHECK(n == 0 && (ret == 0 || ret == RULES_LIST_ERR_FORMAT ||
+                         ret == RULES_LIST_ERR_AMBIGUOUS));
+    if (rules_list_ambiguous(buf, r.len))
+        CHECK(found == RULES_FORMAT_AUTO);
 done:
     free(buf);
     return 0;

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # flow.process_name / process_path / uid: the local process behind a
 # client's socket, looked up only when the script reads them. curl is
-# rejected by name; python3 passes; the uid is the caller's.
+# rejected by name; python3 passes; the uid is the caller's. A copy of curl
+# with a long name is known by its whole name (not the 15-byte comm), and a
+# list's PROCESS-NAME matches it case-insensitively, as mihomo does.
 . "$(dirname "$0")/../lib.sh"
 
 e2e_init
 origin_start
+printf 'PROCESS-NAME,curl-with-a-long-name\n' >"$BUNDLE/procs.list"
 bundle_write <<'LUA'
+local procs = chute.ruleset "procs.list"
 function chute.route(flow)
   chute.log("info", ("process %s %s uid=%s"):format(tostring(flow.process_name),
     tostring(flow.process_path), tostring(flow.uid)))
   if flow.process_name == "curl" then return "REJECT" end
+  if procs:match(flow) then return "REJECT" end
   return "DIRECT"
 end
 LUA
@@ -46,6 +51,16 @@ PY
 assert_eq "$SHA_SMALL" "$got" "python3's download through SOCKS5"
 assert_log "process python3[^ ]* /[^ ]*python3[^ ]* uid=$(id -u)" "route() saw python3"
 assert_log "tcp socks .* policy=DIRECT rule=\"route\"" "python3's flow went DIRECT"
+
+say "a copy of curl named Curl-With-A-Long-Name: its whole name, matched case-insensitively"
+cp "$(command -v curl)" "$E2E_TMP/Curl-With-A-Long-Name"
+rc=0
+"$E2E_TMP/Curl-With-A-Long-Name" --silent --max-time 10 -o /dev/null -x "$SOCKS" \
+    "http://localhost:$ORIGIN_PORT/small" || rc=$?
+assert_eq 97 "$rc" "the copy is rejected by the list's PROCESS-NAME"
+assert_log "process Curl-With-A-Long-Name $E2E_TMP/Curl-With-A-Long-Name uid=" \
+    "route() saw the whole name, not the comm 'Curl-With-A-Lo'"
+assert_log "policy=REJECT rule=\"route procs.list:1\"" "the list's line 1 decided"
 
 chute_stop_within 5
 e2e_pass

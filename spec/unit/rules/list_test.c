@@ -265,8 +265,7 @@ test_values(void **state)
         {"DOMAIN,.", "bad domain '.'"},
         {"DOMAIN-WILDCARD,a.*/x", "bad wildcard 'a.*/x'"},
         {"DOMAIN-KEYWORD,goo gle", "bad keyword 'goo gle'"},
-        {"NETWORK,quic", "bad network 'quic' (tcp or udp)"},
-        {"PROTOCOL,HTTPS", "bad network 'HTTPS'"},
+        {"NETWORK,quic", "bad network 'quic' (tcp or udp; PROTOCOL also takes"},
         {"GEOIP,C N", "bad country 'C N'"},
         {"IP-ASN,AS13335", "bad ASN 'AS13335'"},
         {"IP-ASN,4294967296", "bad ASN '4294967296'"},
@@ -354,18 +353,37 @@ test_rule_types_refused(void **state)
         {"MATCH,DIRECT", "'MATCH' cannot appear in a rule list"},
         {"FINAL,Proxy", "'FINAL' cannot appear in a rule list"},
         {"RULE-SET,https://example.com/a.list", "'RULE-SET' cannot appear in a rule list"},
-        {"SUB-RULE,(NETWORK,tcp),sub", "'SUB-RULE' cannot appear in a rule list"},
-        {"GEOSITE,google", "unsupported rule type 'GEOSITE'"},
-        {"AND,((DOMAIN,a.com),(DST-PORT,443))", "unsupported rule type 'AND'"},
-        {"USER-AGENT,Instagram*", "unsupported rule type 'USER-AGENT'"},
+        {"GEOSITE", "missing value after 'GEOSITE'"},
+        {"USER-AGENT,", "missing value after 'USER-AGENT'"},
         {"example.com", "expected TYPE,VALUE, got 'example.com'"},
     };
+    /* Real types chute cannot evaluate come back as UNSUPPORTED, named,
+     * whatever their value holds, for the caller to skip and count. */
+    static const struct {
+        const char *line, *type;
+    } skipped[] = {
+        {"SUB-RULE,(NETWORK,tcp),sub", "SUB-RULE"},
+        {"GEOSITE,google", "GEOSITE"},
+        {"AND,((DOMAIN,a.com),(DST-PORT,443))", "AND"},
+        {"USER-AGENT,Instagram*", "USER-AGENT"},
+        {"url-regex,^https?://a\\.com/(x|y),z", "url-regex"},
+        {"PROTOCOL,HTTPS", "PROTOCOL"}, /* what the flow carries: not told apart yet */
+        {"PROTOCOL,quic", "PROTOCOL"},
+    };
+    struct got g;
     size_t i;
 
     (void)state;
     for (i = 0; i < COUNT(bad); i++) {
         assert_error(bad[i].line, RULES_FORMAT_SURGE, 1, bad[i].msg);
         assert_error(bad[i].line, RULES_FORMAT_CLASSICAL, 1, bad[i].msg);
+    }
+    for (i = 0; i < COUNT(skipped); i++) {
+        assert_int_equal(one(skipped[i].line, RULES_FORMAT_SURGE, &g), 0);
+        assert_int_equal(g.e[0].type, RULES_T_UNSUPPORTED);
+        assert_string_equal(g.value[0], skipped[i].type);
+        assert_int_equal(one(skipped[i].line, RULES_FORMAT_CLASSICAL, &g), 0);
+        assert_int_equal(g.e[0].type, RULES_T_UNSUPPORTED);
     }
 }
 
@@ -386,9 +404,16 @@ test_quoted_fields(void **state)
     assert_string_equal(g.value[0], "Bob's App");
     assert_error("DOMAIN-REGEX,'^a,b$", RULES_FORMAT_SURGE, 1, "unterminated quote");
     assert_error("DOMAIN,'a.com'x", RULES_FORMAT_SURGE, 1, "text after a closing quote");
-    /* An unquoted comma cuts the regex, and the rest reads as an option. */
-    assert_error("DOMAIN-REGEX,^a{1,3}$", RULES_FORMAT_SURGE, 1,
-                 "unknown option '3}$' (a rule list has no policy; quote values with commas)");
+    /* A comma inside {m,n}, (...) or [...] of an unquoted regex is part of
+     * it, as Surge and mihomo read such lines; one outside starts an option. */
+    assert_int_equal(one("DOMAIN-REGEX,^ad\\d{1,3}\\.example\\.com$", RULES_FORMAT_SURGE, &g), 0);
+    assert_string_equal(g.value[0], "^ad\\d{1,3}\\.example\\.com$");
+    assert_int_equal(one("DOMAIN-REGEX,^(a,b|[,x])\\,c$", RULES_FORMAT_CLASSICAL, &g), 0);
+    assert_string_equal(g.value[0], "^(a,b|[,x])\\,c$");
+    assert_int_equal(one("PROCESS-NAME-REGEX,(?i)^chrom(e|ium){0,1}$", RULES_FORMAT_SURGE, &g), 0);
+    assert_string_equal(g.value[0], "(?i)^chrom(e|ium){0,1}$");
+    assert_error("DOMAIN-REGEX,^a{1,3}$,bogus", RULES_FORMAT_SURGE, 1,
+                 "unknown option 'bogus' (a rule list has no policy; quote values with commas)");
 }
 
 static void
@@ -778,7 +803,11 @@ test_detect(void **state)
         {"payload:\n  - '+.a.com'\n  - b.com\n", RULES_FORMAT_CLASH_DOMAIN},
         {"payload:\n  - a.com\n  - b.com\n", RULES_FORMAT_CLASH_DOMAIN},
         {"payload:\n  - '1.0.0.0/8'\n  - '::/0'\n", RULES_FORMAT_CLASH_IPCIDR},
-        {"a.com\n.b.com\n", RULES_FORMAT_DOMAIN_SET},
+        /* ".b.com" means b.com too in a DOMAIN-SET, not in a Clash list:
+         * with nothing Clash-only beside it, the list is ambiguous. */
+        {"a.com\n.b.com\n", RULES_FORMAT_AUTO},
+        {".a.com\n.b.com\n", RULES_FORMAT_AUTO},
+        {"a.com\nb.com\n", RULES_FORMAT_DOMAIN_SET},
         {"a.com\n.b.com\n+.c.com\n", RULES_FORMAT_CLASH_DOMAIN},
         {"a.com\n*.b.com\n", RULES_FORMAT_CLASH_DOMAIN},
         {"1.0.0.0/8\n2001:db8::/32\n10.0.0.1\n", RULES_FORMAT_CLASH_IPCIDR},
@@ -799,9 +828,20 @@ test_detect(void **state)
             fail_msg("case %zu: got %d", i,
                      rules_list_detect(cases[i].text, strlen(cases[i].text)));
     }
-    /* AUTO parses as the detected format. */
-    assert_int_equal(parse("a.com\n.b.com\n", RULES_FORMAT_AUTO, 0, &g), 0);
+    assert_true(rules_list_ambiguous(".a.com\n.b.com\n", 14));
+    assert_false(rules_list_ambiguous("a.com\n+.b.com\n.c.com\n", 21));
+    assert_false(rules_list_ambiguous("DOMAIN,a.com\n", 13));
+    /* AUTO refuses the ambiguous list; a declared format reads it. */
+    assert_int_equal(parse(".a.com\n.b.com\n", RULES_FORMAT_AUTO, 0, &g),
+                     RULES_LIST_ERR_AMBIGUOUS);
+    assert_non_null(strstr(g.err.msg, "give format = \"domain-set\" or \"domain\""));
+    assert_int_equal(parse("a.com\n.b.com\n", RULES_FORMAT_DOMAIN_SET, 0, &g), 0);
     assert_int_equal(g.e[1].type, RULES_T_DOMAIN_SUFFIX);
+    assert_int_equal(parse("a.com\n.b.com\n", RULES_FORMAT_CLASH_DOMAIN, 0, &g), 0);
+    assert_int_equal(g.e[1].type, RULES_T_DOMAIN_SUBS);
+    /* AUTO parses as the detected format. */
+    assert_int_equal(parse("a.com\nb.com\n", RULES_FORMAT_AUTO, 0, &g), 0);
+    assert_int_equal(g.e[1].type, RULES_T_DOMAIN);
     assert_int_equal(parse("a.com\n.b.com\n+.c.com\n", RULES_FORMAT_AUTO, 0, &g), 0);
     assert_int_equal(g.e[1].type, RULES_T_DOMAIN_SUBS);
     assert_int_equal(parse("hello world\n", RULES_FORMAT_AUTO, 0, &g), RULES_LIST_ERR_FORMAT);

@@ -1,0 +1,2 @@
+local chute = require "chute"
+local d = chute.ruleset "domains.txt"
