@@ -64,7 +64,7 @@ on_resolved(void *arg)
     o->rq = NULL;
     e->decide(e->ud, o->f);
     if (o->f->policy == FLOW_POLICY_REJECT)
-        fail(o, EACCES, "rejected"); /* session.h: EACCES is a REJECT decided late */
+        fail(o, ECANCELED, "rejected"); /* session.h: ECANCELED is a REJECT decided late */
     else if (start(o) != 0)
         fail(o, ENOMEM, "out of memory");
 }

@@ -18,7 +18,7 @@ struct flow_relay;
 /* What an open delivers: the upstream's stream (the callee's), with the
  * bytes a proxy sent past its reply (the destination's, valid during the
  * callback); or an error, |err| an errno value and |why| a static text,
- * already logged as the flow's connect failure. EACCES: the flow was
+ * already logged as the flow's connect failure. ECANCELED: the flow was
  * decided again once its name resolved (IP rules) and is now REJECTed;
  * the inbound refuses it as it refuses any REJECT. */
 struct flow_upstream {

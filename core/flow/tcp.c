@@ -99,9 +99,9 @@ on_open(void *arg, const struct flow_upstream *r)
     const struct flow_env *e = x->t->env;
     x->oc = NULL;
     if (r->err != 0) {
-        /* The held SYN, or the accepted client, gets a RST; EACCES is a
+        /* The held SYN, or the accepted client, gets a RST; ECANCELED is a
          * REJECT decided once the name resolved (session.h). */
-        finish(x, r->err == EACCES ? "rejected" : "connect failed", 1);
+        finish(x, r->err == ECANCELED ? "rejected" : "connect failed", 1);
         return;
     }
     x->up = r->stream;

@@ -167,8 +167,8 @@ open_failed(struct conn *c, const struct flow_upstream *u)
     c->oc = NULL;
     if (u->err == 0)
         return 0;
-    end_flow(c, u->err == EACCES ? "rejected" : "connect failed"); /* as the other inbounds */
-    if (u->err == EACCES) /* REJECTed once the name resolved (flow/session.h) */
+    end_flow(c, u->err == ECANCELED ? "rejected" : "connect failed"); /* as the other inbounds */
+    if (u->err == ECANCELED) /* REJECTed once the name resolved (flow/session.h) */
         http_h1_conn_respond(c->h, 403, "Forbidden", NULL, 1);
     else if (u->err == ETIMEDOUT)
         http_h1_conn_respond(c->h, 504, "Gateway Timeout", NULL, 1);

@@ -111,7 +111,7 @@ rep_for_errno(int err)
     switch (err) {
     case ECONNREFUSED:
         return SOCKS5_REP_REFUSED;
-    case EACCES: /* REJECTed once the name resolved (flow/session.h) */
+    case ECANCELED: /* REJECTed once the name resolved (flow/session.h) */
         return SOCKS5_REP_NOT_ALLOWED;
     case ENETUNREACH:
         return SOCKS5_REP_NET_UNREACH;
@@ -157,7 +157,7 @@ on_connected(void *arg, const struct flow_upstream *r)
         return;
     }
     if (r->err != 0) {
-        fail(c, rep_for_errno(r->err), r->err == EACCES ? "rejected" : "connect failed");
+        fail(c, rep_for_errno(r->err), r->err == ECANCELED ? "rejected" : "connect failed");
         return;
     }
     struct sockaddr_storage bnd;
