@@ -35,16 +35,13 @@ fallback(struct script *s, struct flow *f, const char *rule)
     s->st.route_errors++;
 }
 
-void
-script_route(struct script *s, struct flow *f)
+/* The call and the reading of its result, run as a protected C function:
+ * every push may raise "not enough memory" once the state is at its cap. */
+static int
+route_protected(lua_State *L)
 {
-    lua_State *L = s->L;
-    s->st.route_calls++;
-    if (s->route_ref == LUA_NOREF) {
-        f->policy = s->cfg.fallback;
-        f->rule = "fallback: no route()";
-        return;
-    }
+    struct script *s = script_of(L);
+    struct flow *f = lua_touserdata(L, 1);
     int top = lua_gettop(L);
     lua_pushcfunction(L, script_msgh);
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->route_ref);
@@ -59,7 +56,7 @@ script_route(struct script *s, struct flow *f)
          * call's outcome (and its warnings) does not count. */
         s->st.route_calls--;
         lua_settop(L, top);
-        return;
+        return 0;
     }
 
     char where[128];
@@ -95,4 +92,21 @@ script_route(struct script *s, struct flow *f)
         }
     }
     lua_settop(L, top);
+    return 0;
+}
+
+void
+script_route(struct script *s, struct flow *f)
+{
+    s->st.route_calls++;
+    if (s->route_ref == LUA_NOREF) {
+        f->policy = s->cfg.fallback;
+        f->rule = "fallback: no route()";
+        return;
+    }
+    if (script_protected(s, route_protected, f) != LUA_OK) {
+        LOG_WARN("flow %llu: route() could not run: %s; using %s", (unsigned long long)f->id,
+                 s->protect_err, script_policy_name(s, s->cfg.fallback));
+        fallback(s, f, "fallback: error");
+    }
 }

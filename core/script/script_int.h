@@ -32,6 +32,7 @@ struct script {
     struct outbound_group_cfg *groups;
     size_t ngroups;
     struct outbound_set *set;
+    char protect_err[1024]; /* why the last script_protected call failed */
 };
 
 static inline struct script *
@@ -39,6 +40,13 @@ script_of(lua_State *L)
 {
     return *(struct script **)lua_getextraspace(L);
 }
+
+/* protect.c */
+/* Runs fn(L) with |ud| as its light-userdata argument inside lua_pcall.
+ * Returns LUA_OK, or the error code with the message in s->protect_err. */
+int script_protected(struct script *s, lua_CFunction fn, void *ud);
+/* Sets the panic handler that logs before Lua aborts. */
+void script_protect_init(lua_State *L);
 
 /* budget.c */
 void script_budget_arm(struct script *s, uint32_t budget);
