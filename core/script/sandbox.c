@@ -11,7 +11,7 @@
 static const char *const base_allow[] = {
     "assert", "error",    "getmetatable", "ipairs",   "next",   "pairs",  "pcall",
     "rawequal", "rawget", "rawlen",       "select",   "tonumber", "tostring", "type",
-    "xpcall",   "_VERSION", "collectgarbage",
+    "_VERSION", "collectgarbage",
     NULL,
 };
 static const char *const libs_allow[] = {"string", "table", "math", "utf8", "coroutine", NULL};
@@ -75,11 +75,22 @@ l_rawset(lua_State *L)
     return 1;
 }
 
+/* Lua runs __gc with hooks off, so a finalizer would escape the budget
+ * (one that loops hangs the engine, or the reload that closes the state).
+ * An object is marked for finalization only when setmetatable finds __gc in
+ * the metatable, so refusing it here keeps every finalizer out. */
 static int
 l_setmetatable(lua_State *L)
 {
     if (is_env(L, 1))
         return luaL_error(L, "setmetatable on _G is not allowed");
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        int gc = lua_getfield(L, 2, "__gc") != LUA_TNIL;
+        lua_pop(L, 1);
+        if (gc)
+            return luaL_error(L, "setmetatable: __gc is not allowed in bundles (finalizers run "
+                                 "outside the instruction budget; use __close)");
+    }
     lua_getfield(L, LUA_REGISTRYINDEX, "chute.setmetatable");
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, 1);
@@ -104,6 +115,40 @@ l_io_open(lua_State *L)
     lua_pushstring(L, mode);
     lua_call(L, 2, LUA_MULTRET);
     return lua_gettop(L) - 2;
+}
+
+/* xpcall(f, msgh, ...): Lua calls a message handler from inside the error,
+ * where hooks are off when the error came from the budget's hook, so
+ * xpcall(loop, loop) would run forever. Here the handler runs once the
+ * error has unwound, under the budget like any code; it sees the same error
+ * value (there is no debug library for a traceback to differ). */
+static int
+xpcall_done(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)ctx;
+    if (status == LUA_OK || status == LUA_YIELD) {
+        lua_pushboolean(L, 1);
+        lua_insert(L, 2);
+        return lua_gettop(L) - 1; /* true and f's results; the handler stays at 1 */
+    }
+    lua_pushvalue(L, 1);
+    lua_insert(L, -2);
+    lua_pcall(L, 1, 1, 0); /* the handler's value, or its own error */
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static int
+l_xpcall(lua_State *L)
+{
+    int n = lua_gettop(L);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 2);
+    lua_remove(L, 2);
+    lua_insert(L, 1); /* handler, f, args... */
+    int status = lua_pcallk(L, n - 2, LUA_MULTRET, 0, 0, xpcall_done);
+    return xpcall_done(L, status, 0);
 }
 
 static int
@@ -229,6 +274,12 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
 
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "chute.loaded");
+    /* File handles share one metatable: locked, or a script could give it
+     * a __gc that runs outside the budget. */
+    luaL_getmetatable(L, LUA_FILEHANDLE);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
 
     lua_pushglobaltable(L);
     int g = lua_gettop(L);
@@ -253,6 +304,8 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
     lua_setfield(L, -2, "setmetatable");
     lua_pushcfunction(L, l_rawset);
     lua_setfield(L, -2, "rawset");
+    lua_pushcfunction(L, l_xpcall);
+    lua_setfield(L, -2, "xpcall");
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
     lua_pushcfunction(L, l_require);

@@ -271,8 +271,10 @@ script_free(struct script *s)
     if (s == NULL)
         return;
     if (s->L != NULL) {
-        /* lua_close runs every pending __gc: bound them like any call (an
-         * error in a finalizer only warns, and the close goes on). */
+        /* lua_close runs the pending finalizers: only the engine's own
+         * (rule sets, file handles), as sandbox.c refuses __gc in bundles
+         * and Lua turns hooks off inside them. The budget still bounds a
+         * __close a script left pending. */
         script_budget_arm(s, s->cfg.budget ? s->cfg.budget : SCRIPT_LOAD_BUDGET);
         lua_close(s->L);
     }

@@ -12,4 +12,24 @@ expect "a bundle over its memory cap after main.lua is refused with its size" 1 
     "$(printf 'chute: memory-load/main.lua: the bundle holds %s MiB after loading, over lua_memory_mb = 4 (raise it, or keep less in memory)' \
     "$(sed -nE 's/.*holds ([0-9.]+) MiB.*/\1/p' <<<"$log")")"
 
+over() { # over LINE: the warning for a budget overrun in route()
+    echo "warn  flow 1: route() failed: $1: instruction budget exceeded (100000 instructions); using DIRECT"
+}
+
+chute check gc-load
+expect "a __gc finalizer at load is refused with file:line (it would run unbudgeted)" 1 "" \
+    "chute: gc-load/main.lua:4: setmetatable: __gc is not allowed in bundles (finalizers run outside the instruction budget; use __close)"
+chute route hostile gc.test
+expect "a __gc finalizer in route() is refused" 0 "DIRECT${T}fallback: error" \
+    "warn  flow 1: route() failed: hostile/main.lua:9: setmetatable: __gc is not allowed in bundles (finalizers run outside the instruction budget; use __close); using DIRECT"
+chute route hostile file-gc.test
+expect "file handles' metatable is locked (no __gc through it)" 0 "REJECT${T}route" \
+    "info  script: file metatable: false"
+chute route hostile xpcall-loop.test
+expect "xpcall(loop, loop): the handler runs under the budget" 0 "DIRECT${T}fallback: budget" \
+    "$(over hostile/main.lua:4)"
+chute route hostile xpcall.test
+expect "xpcall keeps its results, handler value, handler errors and yields" 0 "REJECT${T}route" \
+    "info  script: true${T}1${T}2${T}false${T}handled boom${T}false${T}again${T}1${T}true${T}42"
+
 exit $failed
