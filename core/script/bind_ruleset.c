@@ -202,30 +202,6 @@ on_entry(void *arg, const struct rules_entry *e)
     return 0;
 }
 
-static char *
-read_file(const char *path, size_t *len, const char **why)
-{
-    FILE *fp = fopen(path, "rb");
-    struct stat st;
-    if (fp == NULL || fstat(fileno(fp), &st) != 0) {
-        *why = strerror(errno);
-        if (fp != NULL)
-            fclose(fp);
-        return NULL;
-    }
-    if ((size_t)st.st_size > MAX_LIST_BYTES) {
-        *why = "larger than 256 MiB";
-        fclose(fp);
-        return NULL;
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    *len = buf ? fread(buf, 1, (size_t)st.st_size, fp) : 0;
-    fclose(fp);
-    if (buf == NULL)
-        *why = "out of memory";
-    return buf;
-}
-
 int
 script_l_ruleset(lua_State *L)
 {
@@ -272,10 +248,10 @@ script_l_ruleset(lua_State *L)
         return luaL_error(L, "chute.ruleset: out of memory");
 
     size_t len = 0;
-    const char *why = NULL;
-    char *buf = read_file(path, &len, &why);
+    char why[4200];
+    char *buf = script_bundle_read(s, rel, MAX_LIST_BYTES, &len, why, sizeof(why));
     if (buf == NULL)
-        return luaL_error(L, "chute.ruleset: %s: %s", rel, why);
+        return luaL_error(L, "chute.ruleset: %s", why);
     if (fmt == RULES_FORMAT_AUTO)
         fmt = rules_list_detect(buf, len);
     struct load_ctx ctx = {rs, fmt == RULES_FORMAT_CLASH_DOMAIN || fmt == RULES_FORMAT_CLASSICAL,

@@ -1,5 +1,8 @@
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lualib.h>
 
@@ -37,12 +40,23 @@ int
 script_load_file(struct script *s, const char *rel)
 {
     lua_State *L = s->L;
-    char path[4096];
-    if (script_bundle_path(s, rel, path, sizeof(path)) != 0) {
-        lua_pushfstring(L, "%s: path outside the bundle", rel);
+    char why[4200], chunk[4200];
+    size_t len = 0;
+    char *buf = script_bundle_read(s, rel, SCRIPT_MAX_SOURCE, &len, why, sizeof(why));
+    if (buf == NULL) {
+        lua_pushstring(L, why);
         return LUA_ERRFILE;
     }
-    int rc = luaL_loadfilex(L, path, "t");
+    /* As luaL_loadfile: a first line starting with '#' is skipped, its
+     * newline kept so line numbers stay right. */
+    size_t skip = 0;
+    if (buf[0] == '#')
+        while (skip < len && buf[skip] != '\n')
+            skip++;
+    snprintf(chunk, sizeof(chunk), "@%s/%s", s->dir, rel);
+    /* lua_load is protected: it cannot raise past the free below. */
+    int rc = luaL_loadbufferx(L, buf + skip, len - skip, chunk, "t");
+    free(buf);
     if (rc != LUA_OK)
         return rc;
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
@@ -97,24 +111,54 @@ l_setmetatable(lua_State *L)
     return 1;
 }
 
-/* io.open(path [, "r"|"rb"]) confined to the bundle, read-only. */
+static int
+file_close(lua_State *L)
+{
+    luaL_Stream *p = luaL_checkudata(L, 1, LUA_FILEHANDLE);
+    script_of(L)->nfiles--;
+    return luaL_fileresult(L, fclose(p->f) == 0, NULL);
+}
+
+/* io.open(path [, "r"|"rb"]) confined to the bundle (file.c), read-only,
+ * at most SCRIPT_MAX_FILES at a time: handles are descriptors, and a
+ * script holding thousands would starve the engine's sockets. */
 static int
 l_io_open(lua_State *L)
 {
     struct script *s = script_of(L);
     const char *rel = luaL_checkstring(L, 1);
     const char *mode = luaL_optstring(L, 2, "r");
-    char path[4096];
+    char path[4096], why[4200];
     if (strcmp(mode, "r") != 0 && strcmp(mode, "rb") != 0)
         return luaL_error(L, "io.open: mode '%s' not allowed (bundles are read-only)", mode);
     if (script_bundle_path(s, rel, path, sizeof(path)) != 0)
         return luaL_error(L, "io.open: '%s' is outside the bundle", rel);
-    lua_settop(L, 2); /* the results below start at 3 whatever the caller passed */
-    lua_getfield(L, LUA_REGISTRYINDEX, "chute.io_open");
-    lua_pushstring(L, path);
-    lua_pushstring(L, mode);
-    lua_call(L, 2, LUA_MULTRET);
-    return lua_gettop(L) - 2;
+    if (s->nfiles >= SCRIPT_MAX_FILES) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "%s: %d files already open in this bundle (close the ones read)",
+                        path, SCRIPT_MAX_FILES);
+        return 2;
+    }
+    /* The handle first: it may raise, and then no descriptor is open yet. */
+    luaL_Stream *p = lua_newuserdatauv(L, sizeof(*p), 0);
+    p->f = NULL;
+    p->closef = NULL; /* "closed" until the file is open */
+    luaL_setmetatable(L, LUA_FILEHANDLE);
+    int fd = script_bundle_open(s, rel, why, sizeof(why));
+    if (fd < 0) {
+        luaL_pushfail(L);
+        lua_pushstring(L, why);
+        lua_pushinteger(L, s->file_errno);
+        return 3;
+    }
+    p->f = fdopen(fd, "r");
+    if (p->f == NULL) {
+        close(fd);
+        return luaL_fileresult(L, 0, path);
+    }
+    p->closef = file_close;
+    s->nfiles++;
+    return 1;
 }
 
 /* xpcall(f, msgh, ...): Lua calls a message handler from inside the error,
@@ -217,14 +261,14 @@ l_require(lua_State *L)
     memcpy(rel + n, ".lua", 5);
 
     char path[4096];
-    FILE *fp = NULL;
+    int rc = LUA_ERRFILE;
+    s->file_errno = ENOENT;
     if (script_bundle_path(s, rel, path, sizeof(path)) == 0)
-        fp = fopen(path, "r");
-    if (fp != NULL) {
-        fclose(fp);
-        if (script_load_file(s, rel) != LUA_OK)
-            return lua_error(L);
-    } else {
+        rc = script_load_file(s, rel);
+    if (rc != LUA_OK && !(rc == LUA_ERRFILE && s->file_errno == ENOENT))
+        return lua_error(L); /* there, but a link, a FIFO, unreadable or broken */
+    if (rc != LUA_OK) {
+        lua_settop(L, 2); /* the "missing" message, if any */
         int i = 0;
         while (script_lualib[i].name != NULL && strcmp(script_lualib[i].name, name) != 0)
             i++;
@@ -267,11 +311,6 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
 {
     lua_State *L = s->L;
     luaL_openlibs(L); /* into the registry's globals, which scripts never see */
-    lua_getglobal(L, "io");
-    lua_getfield(L, -1, "open");
-    lua_setfield(L, LUA_REGISTRYINDEX, "chute.io_open");
-    lua_pop(L, 1);
-
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "chute.loaded");
     /* File handles share one metatable: locked, or a script could give it

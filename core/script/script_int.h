@@ -9,6 +9,8 @@
 #include "script/script.h"
 
 #define SCRIPT_LOAD_BUDGET 200000000u /* instructions for running main.lua */
+#define SCRIPT_MAX_SOURCE (64u << 20)  /* bytes of one Lua file of the bundle */
+#define SCRIPT_MAX_FILES 64            /* io.open handles open at once per state */
 
 struct script {
     lua_State *L;
@@ -33,6 +35,8 @@ struct script {
     size_t ngroups;
     struct outbound_set *set;
     char protect_err[1024]; /* why the last script_protected call failed */
+    unsigned nfiles;        /* io.open handles not closed yet */
+    int file_errno;         /* why the last script_bundle_open failed (ENOENT: missing) */
 };
 
 static inline struct script *
@@ -61,6 +65,16 @@ int script_sandbox_open(struct script *s, char *err, size_t errlen);
 /* Loads a bundle file (path relative to the bundle) into the sandbox: pushes
  * the chunk, or returns non-zero with the message pushed. */
 int script_load_file(struct script *s, const char *rel);
+
+/* file.c */
+/* Opens bundle file |rel| read-only: no link followed at any level, a
+ * regular file only, never blocking. Returns the fd, or -1 with
+ * "<bundle>/<rel>: <reason>" in |why|. */
+int script_bundle_open(struct script *s, const char *rel, char *why, size_t whylen);
+/* The whole file (at most |max| bytes) in a malloc'd buffer with a NUL
+ * after its *len bytes; NULL with |why|. */
+char *script_bundle_read(struct script *s, const char *rel, size_t max, size_t *len, char *why,
+                         size_t whylen);
 
 /* config.c */
 int script_config_read(struct script *s, char *err, size_t errlen);

@@ -32,4 +32,36 @@ chute route hostile xpcall.test
 expect "xpcall keeps its results, handler value, handler errors and yields" 0 "REJECT${T}route" \
     "info  script: true${T}1${T}2${T}false${T}handled boom${T}false${T}again${T}1${T}true${T}42"
 
+# The FIFO and the links live in a copy of bundles/files under $tmp.
+b=$tmp/files
+cp -r "$BUNDLES/files" "$b"
+mkfifo "$b/fifo" "$b/fifomod.lua"
+ln -s /etc/passwd "$b/passwd-link"
+ln -s /etc "$b/etc-link"
+ln -s data.txt "$b/inner-link"
+ln -s /etc/passwd "$b/linkmod.lua"
+chute check "$b"
+log=${log//$tmp\//}
+link="a symbolic link (bundle files are read without following links)"
+expect "FIFOs, links out and links in: refused without blocking or reading; 64 handles at most" 0 "ok: $b" \
+"info  script: io.open(data.txt): inside the bundle
+info  script: io.open(fifo): files/fifo: not a regular file
+info  script: io.open(passwd-link): files/passwd-link: $link
+info  script: io.open(etc-link/passwd): files/etc-link/passwd: $link
+info  script: io.open(inner-link): files/inner-link: $link
+info  script: io.open(sub/../data.txt): io.open: 'sub/../data.txt' is outside the bundle
+info  script: require(fifomod): files/fifomod.lua: not a regular file
+info  script: require(linkmod): files/linkmod.lua: $link
+info  script: ruleset(fifo): chute.ruleset: files/fifo: not a regular file
+info  script: ruleset(passwd-link): chute.ruleset: files/passwd-link: $link
+info  script: open handles: 64, then: files/data.txt: 64 files already open in this bundle (close the ones read)
+info  script: after closing them: opens"
+
+# main.lua replaced by a FIFO (as before a SIGHUP): an error, not a hang.
+mkdir "$tmp/fifo-main"
+mkfifo "$tmp/fifo-main/main.lua"
+chute check "$tmp/fifo-main"
+log=${log//$tmp\//}
+expect "main.lua that is a FIFO: refused at once" 1 "" "chute: fifo-main/main.lua: not a regular file"
+
 exit $failed
