@@ -311,6 +311,7 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
 {
     lua_State *L = s->L;
     luaL_openlibs(L); /* into the registry's globals, which scripts never see */
+    script_bounded_open(L);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "chute.loaded");
     /* File handles share one metatable: locked, or a script could give it

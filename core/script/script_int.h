@@ -17,9 +17,11 @@ struct script {
     char *dir;
     size_t mem_used, mem_limit;
     uint32_t budget;      /* current call's limit */
-    uint32_t used;        /* instructions counted in this call */
+    uint64_t used;        /* instructions and charged units counted in this call */
+    int armed;            /* a call is under the budget */
     int tripped;          /* the budget ran out: keep raising until the call unwinds */
-    char trip_where[96];  /* "file:line: " where it ran out */
+    uint64_t time_limit_ns, deadline_ns; /* the call's wall clock (budget.c) */
+    char trip_msg[192];   /* "file:line: instruction budget exceeded (...)" */
     int env_ref;          /* the sandbox _ENV shared by the bundle's chunks */
     int state_ref;        /* chute.lua's state table */
     int route_ref;        /* chute.route, or LUA_NOREF */
@@ -55,6 +57,10 @@ void script_protect_init(lua_State *L);
 /* budget.c */
 void script_budget_arm(struct script *s, uint32_t budget);
 void script_budget_disarm(struct script *s);
+/* Counts |units| of work a C function is about to do (or did) against the
+ * running call's budget, and checks its wall clock: raises the budget's
+ * error when either ran out. A no-op outside a budgeted call. */
+void script_budget_charge(lua_State *L, uint64_t units);
 /* Message handler for lua_pcall: keeps the error's "file:line:" position. */
 int script_msgh(lua_State *L);
 
@@ -75,6 +81,12 @@ int script_bundle_open(struct script *s, const char *rel, char *why, size_t whyl
  * after its *len bytes; NULL with |why|. */
 char *script_bundle_read(struct script *s, const char *rel, size_t max, size_t *len, char *why,
                          size_t whylen);
+
+/* bounded.c: the library functions whose work grows with an argument,
+ * charged to the budget; pattern.c: string.find/match/gmatch/gsub, the
+ * matcher charged step by step, into the string library at |string_lib|. */
+void script_bounded_open(lua_State *L);
+void script_pattern_open(lua_State *L, int string_lib);
 
 /* config.c */
 int script_config_read(struct script *s, char *err, size_t errlen);

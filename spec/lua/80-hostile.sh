@@ -12,8 +12,8 @@ expect "a bundle over its memory cap after main.lua is refused with its size" 1 
     "$(printf 'chute: memory-load/main.lua: the bundle holds %s MiB after loading, over lua_memory_mb = 4 (raise it, or keep less in memory)' \
     "$(sed -nE 's/.*holds ([0-9.]+) MiB.*/\1/p' <<<"$log")")"
 
-over() { # over LINE: the warning for a budget overrun in route()
-    echo "warn  flow 1: route() failed: $1: instruction budget exceeded (100000 instructions); using DIRECT"
+over() { # over LINE [WHY]: the warning for an overrun in route() (hostile has budget = 1e7)
+    echo "warn  flow 1: route() failed: $1: ${2:-instruction budget exceeded (10000000 instructions)}; using DIRECT"
 }
 
 chute check gc-load
@@ -21,16 +21,45 @@ expect "a __gc finalizer at load is refused with file:line (it would run unbudge
     "chute: gc-load/main.lua:4: setmetatable: __gc is not allowed in bundles (finalizers run outside the instruction budget; use __close)"
 chute route hostile gc.test
 expect "a __gc finalizer in route() is refused" 0 "DIRECT${T}fallback: error" \
-    "warn  flow 1: route() failed: hostile/main.lua:9: setmetatable: __gc is not allowed in bundles (finalizers run outside the instruction budget; use __close); using DIRECT"
+    "warn  flow 1: route() failed: hostile/main.lua:10: setmetatable: __gc is not allowed in bundles (finalizers run outside the instruction budget; use __close); using DIRECT"
 chute route hostile file-gc.test
 expect "file handles' metatable is locked (no __gc through it)" 0 "REJECT${T}route" \
     "info  script: file metatable: false"
 chute route hostile xpcall-loop.test
 expect "xpcall(loop, loop): the handler runs under the budget" 0 "DIRECT${T}fallback: budget" \
-    "$(over hostile/main.lua:4)"
+    "$(over hostile/main.lua:5)"
 chute route hostile xpcall.test
 expect "xpcall keeps its results, handler value, handler errors and yields" 0 "REJECT${T}route" \
     "info  script: true${T}1${T}2${T}false${T}handled boom${T}false${T}again${T}1${T}true${T}42"
+
+chute route hostile find.test
+expect "a backtracking string.find is charged step by step: fallback: budget" 0 \
+    "DIRECT${T}fallback: budget" "$(over hostile/main.lua:41)"
+chute route hostile gsub.test
+expect "and so is gsub" 0 "DIRECT${T}fallback: budget" "$(over hostile/main.lua:44)"
+chute route hostile rep-empty.test
+expect "string.rep of nothing 2^50 times is \"\" at once" 0 "REJECT${T}route" ""
+chute route hostile rep.test
+expect "string.rep 2^40 times is charged before it runs" 0 "DIRECT${T}fallback: budget" \
+    "$(over hostile/main.lua:50)"
+chute route hostile move.test
+expect "table.move over 2^40 slots is charged before it runs" 0 "DIRECT${T}fallback: budget" \
+    "$(over hostile/main.lua:53)"
+chute route hostile insert.test
+expect "table.insert under a __len of 2^40 is charged" 0 "DIRECT${T}fallback: budget" \
+    "$(over hostile/main.lua:58)"
+chute route hostile concat.test
+expect "table.concat over 2^40 slots of a C __index is charged" 0 "DIRECT${T}fallback: budget" \
+    "$(over hostile/main.lua:62)"
+chute check find-load
+expect "a backtracking string.find at load: the load budget, file:line" 1 "" \
+    "chute: find-load/main.lua:3: instruction budget exceeded (200000000 instructions)"
+start=$(date +%s%N)
+chute route hostile clock.test
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+expect "work the count does not see: the wall clock ends the call" 0 "DIRECT${T}fallback: budget" \
+    "$(over hostile/main.lua:70 'time limit exceeded (1050 ms)')"
+if [ "$ms" -gt 10000 ]; then echo "FAIL the wall clock cut took $ms ms (limit 1050)"; failed=1; fi
 
 # The FIFO and the links live in a copy of bundles/files under $tmp.
 b=$tmp/files
