@@ -75,12 +75,15 @@ route_protected(lua_State *L)
         f->rule = "fallback: route() returned nil";
     } else {
         const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        int p = name ? script_policy_lookup(s, name) : -1;
+        /* "DIRECT\0junk" is not DIRECT: the whole string must be the name. */
+        int p = name && strlen(name) == lua_rawlen(L, -1) ? script_policy_lookup(s, name) : -1;
         if (p < 0) {
             route_where(s, where, sizeof(where));
             if (name != NULL)
-                LOG_WARN("flow %llu: %s: route() returned unknown policy '%s'; using %s",
-                         (unsigned long long)f->id, where, name, script_policy_name(s, s->cfg.fallback));
+                LOG_WARN("flow %llu: %s: route() returned unknown policy '%s%s'; using %s",
+                         (unsigned long long)f->id, where, name,
+                         strlen(name) != lua_rawlen(L, -1) ? "\\0..." : "",
+                         script_policy_name(s, s->cfg.fallback));
             else
                 LOG_WARN("flow %llu: %s: route() returned a %s, not a policy name; using %s",
                          (unsigned long long)f->id, where, luaL_typename(L, -1),

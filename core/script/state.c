@@ -147,6 +147,9 @@ lock_globals(struct script *s)
     lua_newtable(L);
     lua_pushcfunction(L, l_global_newindex);
     lua_setfield(L, -2, "__newindex");
+    /* Hidden, or getmetatable(_G).__newindex = nil would undo the lock. */
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
     lua_setmetatable(L, -2);
     lua_pop(L, 1);
 }

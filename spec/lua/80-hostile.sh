@@ -61,6 +61,21 @@ expect "work the count does not see: the wall clock ends the call" 0 "DIRECT${T}
     "$(over hostile/main.lua:70 'time limit exceeded (1050 ms)')"
 if [ "$ms" -gt 10000 ]; then echo "FAIL the wall clock cut took $ms ms (limit 1050)"; failed=1; fi
 
+chute route hostile log.test
+expect "chute.log, print and errors cannot forge log lines (control bytes escaped)" 0 \
+    "DIRECT${T}fallback: error" \
+'warn  script: hostile/main.lua:76: one\nwarn  flow 9: forged\r\x1b[2J
+info  script: two\nthree
+warn  flow 1: route() failed: hostile/main.lua:87: four\nerror forged; using DIRECT'
+
+chute route hostile unlock.test
+expect "the global lock's metatable is hidden (it cannot be undone)" 0 "DIRECT${T}fallback: error" \
+"info  script: getmetatable(_G): false
+warn  flow 1: route() failed: hostile/main.lua:83: assignment to global 'leaked' after the bundle loaded (use a local); using DIRECT"
+chute route hostile nul.test
+expect "\"DIRECT\\0junk\" is not DIRECT" 0 "DIRECT${T}fallback: unknown policy" \
+    'warn  flow 1: hostile/main.lua:87: route() returned unknown policy '"'"'DIRECT\0...'"'"'; using DIRECT'
+
 # The FIFO and the links live in a copy of bundles/files under $tmp.
 b=$tmp/files
 cp -r "$BUNDLES/files" "$b"

@@ -71,6 +71,19 @@ routes["clock.test"] = function()
   return "REJECT"
 end
 
+-- Strings that would forge log lines or drive the terminal.
+routes["log.test"] = function()
+  chute.log("warn", "one\nwarn  flow 9: forged\r\27[2J")
+  print("two\nthree")
+  error("four\nerror forged", 0)
+end
+
+routes["unlock.test"] = function()
+  print("getmetatable(_G): " .. tostring(getmetatable(_G)))
+  leaked = true
+end
+routes["nul.test"] = function() return "DIRECT\0junk" end
+
 function chute.route(flow)
   local r = routes[flow.host]
   return r and r() or "DIRECT"
