@@ -16,6 +16,7 @@ struct inbound_listener {
     int fd;
     ev_io w;
     ev_timer retry;          /* accept paused after EMFILE/ENFILE */
+    int paused;              /* pauses since the last accept that worked (logged once) */
     struct inbound_conn head; /* sentinel of the connection list */
 };
 
@@ -30,13 +31,24 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop accepting for a moment rather
-                 * than spin on a listener that stays readable. */
-                LOG_WARN("accept on %s: %s; pausing 100 ms", l->kind == FLOW_IN_SOCKS ? "socks" : "http",
-                         strerror(errno));
+                 * than spin on a listener that stays readable. One line
+                 * per episode: it may last minutes, 10 pauses a second. */
+                if (l->paused++ == 0)
+                    LOG_WARN("accept on %s: %s; pausing accepts 100 ms at a time until "
+                             "descriptors free up",
+                             l->kind == FLOW_IN_SOCKS ? "socks" : "http", strerror(errno));
                 ev_io_stop(loop, &l->w);
+                /* A one-shot timer keeps its spent time: set it again, or
+                 * the second pause would end at once. */
+                ev_timer_set(&l->retry, 0.1, 0);
                 ev_timer_start(loop, &l->retry);
             }
             return;
+        }
+        if (l->paused > 0) {
+            LOG_INFO("accept on %s: resumed after %d pauses",
+                     l->kind == FLOW_IN_SOCKS ? "socks" : "http", l->paused);
+            l->paused = 0;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
