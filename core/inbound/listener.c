@@ -144,6 +144,18 @@ inbound_auth_required(const struct inbound_listener *l)
     return l->users->n > 0;
 }
 
+/* 1 if |a| (NUL-terminated) equals |b|..|blen|, in a time that depends on
+ * the lengths only, not on where the first difference is. */
+static int
+same_secret(const char *a, const char *b, size_t blen)
+{
+    size_t alen = strlen(a);
+    unsigned char diff = alen != blen;
+    for (size_t i = 0; i < blen; i++)
+        diff |= (unsigned char)(i < alen ? a[i] : 0) ^ (unsigned char)b[i];
+    return diff == 0;
+}
+
 int
 inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ulen,
                    const char *pass, size_t plen)
@@ -151,11 +163,11 @@ inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ul
     const struct inbound_users *c = l->users;
     if (c->n == 0)
         return 1;
-    for (size_t i = 0; i < c->n; i++) {
-        const char *u = c->users[2 * i], *p = c->users[2 * i + 1];
-        if (strlen(u) == ulen && memcmp(u, user, ulen) == 0 && strlen(p) == plen &&
-            memcmp(p, pass, plen) == 0)
-            return 1;
-    }
-    return 0;
+    /* Every pair is compared in full: a guess learns nothing from timing
+     * about which name exists or how much of a password was right. */
+    int ok = 0;
+    for (size_t i = 0; i < c->n; i++)
+        ok |= same_secret(c->users[2 * i], user, ulen) &
+              same_secret(c->users[2 * i + 1], pass, plen);
+    return ok;
 }
