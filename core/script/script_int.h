@@ -99,6 +99,12 @@ void script_proxy_open(lua_State *L);
 int script_proxies_finish(struct script *s, char *err, size_t errlen);
 void script_proxies_free(struct script *s);
 
+/* selfloop.c: -1 with |err| when one of the |n| proxies is chute's own
+ * listener of its protocol (flows through it would loop). */
+struct outbound_proxy;
+int script_check_self_loops(struct script *s, const struct outbound_proxy *p, size_t n, char *err,
+                            size_t errlen);
+
 /* bind_dns.c: dns = {...} of the config table at |t|; core.check_* */
 int script_dns_read(struct script *s, int t, char *err, size_t errlen);
 void script_dns_free(struct script_dns *d);

@@ -76,6 +76,10 @@ chute route hostile nul.test
 expect "\"DIRECT\\0junk\" is not DIRECT" 0 "DIRECT${T}fallback: unknown policy" \
     'warn  flow 1: hostile/main.lua:87: route() returned unknown policy '"'"'DIRECT\0...'"'"'; using DIRECT'
 
+chute check self-loop
+expect "a proxy that is chute's own listener is refused at load" 1 "" \
+    "chute: self-loop/main.lua:4: proxy 'self': 127.0.0.1:21080 is chute's own socks listener (0.0.0.0:21080); every flow through it would come back into chute (point it at another server)"
+
 # The FIFO and the links live in a copy of bundles/files under $tmp.
 b=$tmp/files
 cp -r "$BUNDLES/files" "$b"
