@@ -170,10 +170,29 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     return 0;
 }
 
+/* What a reload cannot change while running: said, not silently ignored. */
+static void
+warn_unapplied(const struct script_config *was, const struct script_config *now)
+{
+    const struct script_listener *l[2][2] = {{&was->socks, &now->socks}, {&was->http, &now->http}};
+    for (int i = 0; i < 2; i++)
+        if (l[i][0]->enabled != l[i][1]->enabled ||
+            (l[i][1]->enabled && strcmp(l[i][0]->text, l[i][1]->text) != 0))
+            LOG_WARN("reload: listen.%s changed (%s -> %s); restart chute to apply it",
+                     i ? "http" : "socks", l[i][0]->enabled ? l[i][0]->text : "none",
+                     l[i][1]->enabled ? l[i][1]->text : "none");
+    if (was->tun.enabled != now->tun.enabled ||
+        (now->tun.enabled && strcmp(was->tun.name, now->tun.name) != 0))
+        LOG_WARN("reload: tun changed (%s -> %s); restart chute to apply it",
+                 was->tun.enabled ? was->tun.name : "none", now->tun.enabled ? now->tun.name : "none");
+}
+
 static void
 reloaded(struct engine *e, struct script *s, char *err, size_t errlen)
 {
     struct chute_engine *ce = CONTAINER(e, struct chute_engine, e);
+    if (s != NULL && e->script != NULL)
+        warn_unapplied(script_config(e->script), script_config(s));
     if (s == NULL || install(e, s, err, errlen) != 0) {
         LOG_ERROR("reload failed, keeping the running bundle: %s", err);
         return;

@@ -39,5 +39,16 @@ lt "$worst" 0.5 || fail "a flow waited ${worst}s during the reload (main.lua ran
 wait_log_count ' reloaded ' 2 >/dev/null
 assert_eq 2 "$(log_count ' reloaded ')" "the SIGHUP during the load gave one more load"
 assert_eq 97 "$(curl_rc -x "$SOCKS" "http://localhost:$ORIGIN_PORT/small")" "the new bundle applies (REJECT)"
+
+say "a reload that moves the HTTP listener: said, not silently ignored"
+HTTP_PORT_WAS=$HTTP_PORT
+HTTP_PORT=$((HTTP_PORT + 1))
+bundle_write <<'LUA'
+function chute.route(flow) return "DIRECT" end
+LUA
+kill -HUP "$CHUTE_PID"
+assert_log "warn  reload: listen.http changed \(127.0.0.1:$HTTP_PORT_WAS -> 127.0.0.1:$HTTP_PORT\); restart chute to apply it" \
+    "the reload says the listener change needs a restart"
+HTTP_PORT=$HTTP_PORT_WAS
 chute_stop_within 2
 e2e_pass
