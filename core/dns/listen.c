@@ -19,6 +19,7 @@
 #define SLOT 1500          /* an inline UDP answer; larger ones go out alone */
 #define TCP_IDLE 10.0
 #define TCP_MAX_CONNS 256
+#define TCP_MAX_PER_SOURCE 32 /* one address cannot take every slot */
 #define TCP_QUEUE_MAX 65536 /* answers queued before the connection stops reading */
 
 struct dns_tcp_conn {
@@ -28,6 +29,8 @@ struct dns_tcp_conn {
     int fd;
     ev_io rd, wr;
     ev_timer idle;
+    double last;                  /* accepted, or last answered a whole query */
+    struct sockaddr_storage peer;
     size_t rlen, wlen, woff;
     uint8_t *wbuf;
     size_t wcap;
@@ -201,7 +204,6 @@ on_tcp_read(struct ev_loop *loop, ev_io *w, int revents)
     if (n < 0)
         return;
     c->rlen += (size_t)n;
-    ev_timer_again(loop, &c->idle);
     uint64_t id = c->id;
     size_t off = 0;
     while (c->rlen - off >= 2) {
@@ -216,6 +218,11 @@ on_tcp_read(struct ev_loop *loop, ev_io *w, int revents)
         if ((c = tcp_find(s, id)) == NULL)
             return; /* closed while answering */
         off += 2 + len;
+        /* Only whole queries keep a connection: one that trickles a byte
+         * at a time (or sends a huge length prefix and then nothing) ends
+         * TCP_IDLE after its last complete query. */
+        c->last = ev_now(loop);
+        ev_timer_again(loop, &c->idle);
     }
     memmove(c->rbuf, c->rbuf + off, c->rlen - off);
     c->rlen -= off;
@@ -233,25 +240,68 @@ on_tcp_idle(struct ev_loop *loop, ev_timer *w, int revents)
     tcp_close(w->data);
 }
 
+static int
+same_source(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+               ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+    return 0;
+}
+
+/* The connection that answered a whole query longest ago (of |src| if
+ * given); the list is never empty when called. */
+static struct dns_tcp_conn *
+idlest(struct dns_server *s, const struct sockaddr_storage *src)
+{
+    struct dns_tcp_conn *best = NULL;
+    for (struct dns_tcp_conn *c = s->tcp_conns; c != NULL; c = c->next)
+        if ((src == NULL || same_source(&c->peer, src)) && (best == NULL || c->last <= best->last))
+            best = c;
+    return best != NULL ? best : s->tcp_conns;
+}
+
 static void
 on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
     static uint64_t next_id;
     struct dns_server *s = w->data;
     for (;;) {
-        int fd = accept4(s->tcp_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(s->tcp_fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            /* Out of descriptors: free the idlest connection's, or the
+             * listener stays readable and this loop spins. */
+            if ((errno == EMFILE || errno == ENFILE) && s->tcp_conns != NULL)
+                tcp_close(idlest(s, NULL));
             return;
-        size_t live = 0;
-        for (struct dns_tcp_conn *c = s->tcp_conns; c != NULL; c = c->next)
+        }
+        /* Full: the idlest connection (of this source, when it holds its
+         * share) makes room, so trickling clients cannot lock others out. */
+        size_t live = 0, mine = 0;
+        for (struct dns_tcp_conn *c = s->tcp_conns; c != NULL; c = c->next) {
             live++;
-        struct dns_tcp_conn *c = live < TCP_MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+            mine += same_source(&c->peer, &peer);
+        }
+        if (mine >= TCP_MAX_PER_SOURCE)
+            tcp_close(idlest(s, &peer));
+        else if (live >= TCP_MAX_CONNS)
+            tcp_close(idlest(s, NULL));
+        struct dns_tcp_conn *c = calloc(1, sizeof(*c));
         if (c == NULL) {
             close(fd);
             continue;
         }
         c->s = s;
         c->fd = fd;
+        c->peer = peer;
+        c->last = ev_now(loop);
         c->id = ++next_id;
         ev_io_init(&c->rd, on_tcp_read, fd, EV_READ);
         ev_io_init(&c->wr, on_tcp_write, fd, EV_WRITE);

@@ -1,3 +1,4 @@
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +90,8 @@ engine_route(struct engine *e, struct flow *f)
     name_policy(e, f);
 }
 
+static int install(struct engine *e, struct script *s, char *err, size_t errlen);
+
 static void
 route(struct engine *e, struct flow *f)
 {
@@ -130,6 +133,13 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     struct script *s = script_load(dir, src, err, errlen);
     if (s == NULL)
         return -1;
+    return install(e, s, err, errlen);
+}
+
+/* Swaps in |s| (freed on failure), on the loop. */
+static int
+install(struct engine *e, struct script *s, char *err, size_t errlen)
+{
     struct outbound_set *set = script_outbound_set(s);
     if (outbound_set_needs_tls(set) && e->out.tls == NULL) {
         /* The trust store loads once (~40 ms), when a bundle first needs it. */
@@ -204,12 +214,30 @@ engine_load(struct engine *e, const char *dir, const char *src, char *err, size_
     return 0;
 }
 
-void
-engine_reload(struct engine *e)
+/* What a reload cannot change while running: said, not silently ignored. */
+static void
+warn_unapplied(const struct script_config *was, const struct script_config *now)
 {
-    char err[1024];
+    const struct script_listener *l[2][2] = {{&was->socks, &now->socks}, {&was->http, &now->http}};
+    for (int i = 0; i < 2; i++)
+        if (l[i][0]->enabled != l[i][1]->enabled ||
+            (l[i][1]->enabled && strcmp(l[i][0]->text, l[i][1]->text) != 0))
+            LOG_WARN("reload: listen.%s changed (%s -> %s); restart chute to apply it",
+                     i ? "http" : "socks", l[i][0]->enabled ? l[i][0]->text : "none",
+                     l[i][1]->enabled ? l[i][1]->text : "none");
+    if (was->tun.enabled != now->tun.enabled ||
+        (now->tun.enabled && strcmp(was->tun.name, now->tun.name) != 0))
+        LOG_WARN("reload: tun changed (%s -> %s); restart chute to apply it",
+                 was->tun.enabled ? was->tun.name : "none", now->tun.enabled ? now->tun.name : "none");
+}
+
+static void
+reloaded(struct engine *e, struct script *s, char *err, size_t errlen)
+{
     struct chute_engine *ce = CONTAINER(e, struct chute_engine, e);
-    if (engine_load(e, e->bundle_dir, e->bundle_src, err, sizeof(err)) != 0) {
+    if (s != NULL && e->script != NULL)
+        warn_unapplied(script_config(e->script), script_config(s));
+    if (s == NULL || install(e, s, err, errlen) != 0) {
         LOG_ERROR("reload failed, keeping the running bundle: %s", err);
         return;
     }
@@ -218,6 +246,65 @@ engine_reload(struct engine *e)
     LOG_INFO("reloaded %s (rule version %u); flows in flight keep their decision",
              e->bundle_dir ? e->bundle_dir : "bundle", e->rule_version);
     engine_stats_publish(e);
+}
+
+/* main.lua runs off the loop (up to its 200 M instruction budget, seconds):
+ * a new lua_State shares nothing with the running one, and every flow
+ * goes on meanwhile. Only the swap happens on the loop. */
+static void *
+loader(void *arg)
+{
+    struct engine *e = arg;
+    e->_loaded = script_load(e->bundle_dir, e->bundle_src, e->_load_err, sizeof(e->_load_err));
+    ev_async_send(e->loop, &e->_load_done);
+    return NULL;
+}
+
+static void
+on_load_done(struct ev_loop *loop, ev_async *w, int revents)
+{
+    struct engine *e = CONTAINER(w, struct engine, _load_done);
+    if (!e->_loading)
+        return;
+    pthread_join(e->_loader, NULL);
+    e->_loading = 0;
+    struct script *s = e->_loaded;
+    e->_loaded = NULL;
+    reloaded(e, s, e->_load_err, sizeof(e->_load_err));
+    if (e->_reload_again) {
+        e->_reload_again = 0; /* a SIGHUP while loading: load what is there now */
+        engine_reload(e);
+    }
+}
+
+void
+engine_reload(struct engine *e)
+{
+    if (e->_loading) {
+        e->_reload_again = 1;
+        return;
+    }
+    e->_loaded = NULL;
+    e->_load_err[0] = '\0';
+    if (pthread_create(&e->_loader, NULL, loader, e) == 0) {
+        e->_loading = 1;
+        return;
+    }
+    char err[1024]; /* no thread: load on the loop */
+    struct script *s = script_load(e->bundle_dir, e->bundle_src, err, sizeof(err));
+    reloaded(e, s, err, sizeof(err));
+}
+
+/* Waits for a load in progress (at shutdown) and drops its result. */
+static void
+reload_join(struct engine *e)
+{
+    if (!e->_loading)
+        return;
+    pthread_join(e->_loader, NULL);
+    e->_loading = 0;
+    script_free(e->_loaded);
+    e->_loaded = NULL;
 }
 
 int
@@ -422,6 +509,8 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
     ev_async_start(e->loop, &e->_stop);
     ev_async_init(&e->_reload, on_reload);
     ev_async_start(e->loop, &e->_reload);
+    ev_async_init(&e->_load_done, on_load_done);
+    ev_async_start(e->loop, &e->_load_done);
     ev_timer_init(&ce->publish, on_publish, 0.5, 0.5);
     ev_timer_start(e->loop, &ce->publish);
     if (ce->handle_signals) {
@@ -444,6 +533,7 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
     ev_timer_stop(e->loop, &ce->publish);
     ev_async_stop(e->loop, &e->_stop);
     ev_async_stop(e->loop, &e->_reload);
+    ev_async_stop(e->loop, &e->_load_done);
     if (ce->handle_signals) {
         ev_signal_stop(e->loop, &e->_sigint);
         ev_signal_stop(e->loop, &e->_sigterm);
@@ -482,6 +572,7 @@ chute_engine_free(chute_engine *ce)
         return;
     struct engine *e = &ce->e;
     engine_control_stop(e);
+    reload_join(e);
     engine_tun_stop(e);
     close_listeners(e);
     if (e->out.set != NULL) {

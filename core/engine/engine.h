@@ -7,6 +7,7 @@
  * loop thread touches it. */
 
 #include <ev.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -97,7 +98,12 @@ struct engine {
     struct control *control; /* NULL unless the bundle has control = {...} */
     int mode;                /* enum engine_mode: the control API's Clash mode */
     ev_signal _sigint, _sigterm, _sighup, _sigusr1;
-    ev_async _stop, _reload;
+    ev_async _stop, _reload, _load_done;
+    /* A reload's bundle loads on its own thread (engine_reload). */
+    pthread_t _loader;
+    int _loading, _reload_again;
+    struct script *_loaded;  /* the loader's result, or NULL with _load_err */
+    char _load_err[1024];
     ev_io _tun_io;
     ev_prepare _flush;
     ev_timer _lwip;

@@ -2,6 +2,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,10 +44,44 @@ struct flow_udp_table {
     struct ip_tuple_table *h;
     struct entry all; /* sentinel */
     struct flow_udp_stats st;
+    size_t cap;  /* entries at most (entry_cap) */
+    int capped;  /* the cap was logged */
     uint8_t buf[65536];
 };
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* Each mapping holds a socket: past this many (half the descriptor limit,
+ * 64..16384) the least recently used one goes, so a flood of 5-tuples
+ * cannot take every descriptor and fail the TCP flows with it. */
+#define MIN_ENTRIES 64
+#define MAX_ENTRIES 16384
+
+static size_t
+entry_cap(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return MAX_ENTRIES;
+    size_t cap = (size_t)rl.rlim_cur / 2;
+    return cap < MIN_ENTRIES ? MIN_ENTRIES : cap > MAX_ENTRIES ? MAX_ENTRIES : cap;
+}
+
+/* Activity moves an entry to the tail: the head is the least recently used. */
+static void
+touch(struct entry *x, double now)
+{
+    struct entry *all = &x->t->all;
+    x->last = now;
+    if (x->next == all)
+        return;
+    x->prev->next = x->next;
+    x->next->prev = x->prev;
+    x->next = all;
+    x->prev = all->prev;
+    all->prev->next = x;
+    all->prev = x;
+}
 
 static void
 entry_free(struct entry *x, const char *reason)
@@ -137,7 +172,7 @@ on_reply(void *arg)
         }
         if (n < 0)
             break;
-        x->last = ev_now(loop);
+        touch(x, ev_now(loop));
         uint8_t *slot = tun_wq_reserve(tun, hdr + (size_t)n);
         size_t len = slot ? ip_build_udp(slot, hdr + (size_t)n, k->version, k->dst, k->dport,
                                          k->src, k->sport, t->buf + off, (size_t)n)
@@ -236,7 +271,7 @@ send_up(struct entry *x, const uint8_t *p, size_t len)
         x->t->st.dropped++; /* EAGAIN or an ICMP error on the socket: UDP may lose */
         return 0;
     }
-    x->last = ev_now(x->t->env->loop);
+    touch(x, ev_now(x->t->env->loop));
     x->flow.bytes_up += (uint64_t)n;
     return 0;
 }
@@ -291,6 +326,13 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tup
           uint32_t hash)
 {
     const struct flow_env *e = t->env;
+    if (t->st.active >= t->cap) {
+        if (!t->capped)
+            LOG_WARN("udp: %zu mappings (the cap: half the descriptor limit); the least "
+                     "recently used ones close for new ones", t->cap);
+        t->capped = 1;
+        entry_free(t->all.next, "evicted");
+    }
     struct entry *x = calloc(1, sizeof(*x));
     if (x == NULL)
         return NULL;
@@ -387,6 +429,7 @@ flow_udp_new(const struct flow_env *env, struct tun *tun)
     }
     t->env = env;
     t->tun = tun;
+    t->cap = entry_cap();
     t->all.prev = t->all.next = &t->all;
     return t;
 }

@@ -12,6 +12,17 @@
 #include "http/h1_conn.h"
 #include "http/h1_conn_int.h"
 
+/* A head must be whole this long after its first byte: the idle timer
+ * alone restarts on every byte, so one byte a minute would hold a
+ * connection (and its descriptor) forever. nginx's client_header_timeout. */
+#define HEAD_DEADLINE 30.0
+
+static double
+head_deadline(const struct http_h1_conn *c)
+{
+    return c->o.idle_timeout < HEAD_DEADLINE ? c->o.idle_timeout : HEAD_DEADLINE;
+}
+
 static void
 close_upstream(struct http_h1_conn *c)
 {
@@ -415,6 +426,15 @@ step(struct http_h1_conn *c)
             return -1;
     }
     c->in_step = 0;
+    if (c->state != HEAD || c->cin.len == 0) {
+        c->head_since = 0;
+    } else if (c->head_since == 0 && c->o.idle_timeout > 0) {
+        c->head_since = c->last;
+        if (ev_timer_remaining(c->loop, &c->idle) > head_deadline(c)) {
+            c->idle.repeat = head_deadline(c);
+            ev_timer_again(c->loop, &c->idle);
+        }
+    }
     /* Still busy: let other connections run, and come back next iteration
      * even if no stream would wake this one. */
     if (moved)
@@ -444,6 +464,15 @@ on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 
     if (c->state == DECIDE)
         left = c->o.idle_timeout;
+    if (c->state == HEAD && c->head_since > 0) {
+        double head_left = c->head_since + head_deadline(c) - ev_now(loop);
+        if (head_left <= 0) {
+            finish(c, "head timeout");
+            return;
+        }
+        if (head_left < left)
+            left = head_left;
+    }
     if (left <= 0) {
         finish(c, "idle");
         return;

@@ -58,6 +58,7 @@ struct http_h1_conn {
     struct io_soon soon;
     ev_timer idle;
     double last;
+    double head_since; /* when the first byte of an unfinished head came; 0: none */
 };
 
 

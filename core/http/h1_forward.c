@@ -66,10 +66,10 @@ keep_upstream(const struct http_header *in, size_t n, struct mem_slice name)
     return !http_connection_lists(in, n, name);
 }
 
-/* "Host: host[:port]", with brackets for an IPv6 literal, no port when it
- * is the default one. The value is built in the arena. */
+/* "host[:port]", with brackets for an IPv6 literal, no port when it is
+ * the default one. The value is built in the arena. */
 static int
-add_host(struct http_fwd_req *req, uint16_t default_port)
+authority(struct http_fwd_req *req, uint16_t default_port, struct mem_slice *out)
 {
     int v6 = memchr(req->host.ptr, ':', req->host.len) != NULL;
     size_t cap = req->host.len + 16;
@@ -82,8 +82,18 @@ add_host(struct http_fwd_req *req, uint16_t default_port)
             ? snprintf(v, cap, v6 ? "[%.*s]:%u" : "%.*s:%u", (int)req->host.len, req->host.ptr,
                        req->port)
             : snprintf(v, cap, v6 ? "[%.*s]" : "%.*s", (int)req->host.len, req->host.ptr);
+    *out = mem_slice(v, (size_t)n);
+    return 0;
+}
+
+static int
+add_host(struct http_fwd_req *req, uint16_t default_port)
+{
+    struct mem_slice v;
+    if (authority(req, default_port, &v) != 0)
+        return -1;
     req->fields.v[req->fields.n].name = MEM_SLICE_LIT("Host");
-    req->fields.v[req->fields.n].value = mem_slice(v, (size_t)n);
+    req->fields.v[req->fields.n].value = v;
     req->fields.n++;
     return 0;
 }
@@ -162,6 +172,19 @@ build_fields(struct http_fwd_req *req, const struct http_fwd_opts *o)
         f->v[f->n++] = *up;
         f->v[f->n].name = MEM_SLICE_LIT("Connection");
         f->v[f->n++].value = MEM_SLICE_LIT("Upgrade");
+    }
+    /* An absolute-form target decides where the request goes (and route()
+     * decided on its host): the client's Host is replaced by the target's
+     * authority (RFC 9112 §3.2.2), or "GET http://allowed/ + Host: denied"
+     * would reach a host the rules refused on any virtual-hosting server. */
+    if (o->form == HTTP_FWD_PROXY) {
+        struct mem_slice v = {0};
+        for (size_t i = 0; i < f->n; i++)
+            if (mem_slice_ieq(f->v[i].name, "host")) {
+                if (v.ptr == NULL && authority(req, 80, &v) != 0)
+                    return -1;
+                f->v[i].value = v;
+            }
     }
     if (http_header_find(req->in, req->num_in, "host") == NULL)
         return add_host(req, o->form == HTTP_FWD_PROXY ? 80 : o->default_port);

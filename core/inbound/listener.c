@@ -17,6 +17,7 @@ struct inbound_listener {
     int fd;
     ev_io w;
     ev_timer retry;          /* accept paused after EMFILE/ENFILE */
+    int paused;              /* pauses since the last accept that worked (logged once) */
     struct inbound_conn head; /* sentinel of the connection list */
 };
 
@@ -37,13 +38,24 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop accepting for a moment rather
-                 * than spin on a listener that stays readable. */
-                LOG_WARN("accept on %s: %s; pausing 100 ms", kind_name(l->kind),
-                         strerror(errno));
+                 * than spin on a listener that stays readable. One line
+                 * per episode: it may last minutes, 10 pauses a second. */
+                if (l->paused++ == 0)
+                    LOG_WARN("accept on %s: %s; pausing accepts 100 ms at a time until "
+                             "descriptors free up",
+                             kind_name(l->kind), strerror(errno));
                 ev_io_stop(loop, &l->w);
+                /* A one-shot timer keeps its spent time: set it again, or
+                 * the second pause would end at once. */
+                ev_timer_set(&l->retry, 0.1, 0);
                 ev_timer_start(loop, &l->retry);
             }
             return;
+        }
+        if (l->paused > 0) {
+            LOG_INFO("accept on %s: resumed after %d pauses",
+                     l->kind == FLOW_IN_SOCKS ? "socks" : "http", l->paused);
+            l->paused = 0;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -149,6 +161,18 @@ inbound_auth_required(const struct inbound_listener *l)
     return l->users != NULL && l->users->n > 0;
 }
 
+/* 1 if |a| (NUL-terminated) equals |b|..|blen|, in a time that depends on
+ * the lengths only, not on where the first difference is. */
+static int
+same_secret(const char *a, const char *b, size_t blen)
+{
+    size_t alen = strlen(a);
+    unsigned char diff = alen != blen;
+    for (size_t i = 0; i < blen; i++)
+        diff |= (unsigned char)(i < alen ? a[i] : 0) ^ (unsigned char)b[i];
+    return diff == 0;
+}
+
 int
 inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ulen,
                    const char *pass, size_t plen)
@@ -156,11 +180,11 @@ inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ul
     const struct inbound_users *c = l->users;
     if (c->n == 0)
         return 1;
-    for (size_t i = 0; i < c->n; i++) {
-        const char *u = c->users[2 * i], *p = c->users[2 * i + 1];
-        if (strlen(u) == ulen && memcmp(u, user, ulen) == 0 && strlen(p) == plen &&
-            memcmp(p, pass, plen) == 0)
-            return 1;
-    }
-    return 0;
+    /* Every pair is compared in full: a guess learns nothing from timing
+     * about which name exists or how much of a password was right. */
+    int ok = 0;
+    for (size_t i = 0; i < c->n; i++)
+        ok |= same_secret(c->users[2 * i], user, ulen) &
+              same_secret(c->users[2 * i + 1], pass, plen);
+    return ok;
 }

@@ -29,6 +29,37 @@ log_level_parse(const char *name)
     return -1;
 }
 
+/* Lines carry names a client chose (a SOCKS5 host, a username, a DNS
+ * name) and strings a script made: a control byte in one must not start
+ * a forged line or move the terminal's cursor. Escapes them in place as
+ * \n, \r or \xHH (tabs stay: they separate fields), cutting at |cap|.
+ * Returns the new length. */
+static size_t
+escape(char *s, size_t len, size_t cap)
+{
+    size_t first = 0;
+    while (first < len && !(((unsigned char)s[first] < 0x20 && s[first] != '\t') ||
+                            s[first] == 0x7f))
+        first++;
+    if (first == len)
+        return len; /* the common case: nothing to do */
+    char tmp[2048];
+    size_t o = 0;
+    for (size_t i = 0; i < len && o < sizeof(tmp) - 4 && o < cap - 4; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n' || c == '\r') {
+            tmp[o++] = '\\';
+            tmp[o++] = c == '\n' ? 'n' : 'r';
+        } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
+            o += (size_t)snprintf(tmp + o, 5, "\\x%02x", c);
+        } else {
+            tmp[o++] = (char)c;
+        }
+    }
+    memcpy(s, tmp, o);
+    return o;
+}
+
 void
 log_write(enum log_level level, const char *fmt, ...)
 {
@@ -47,6 +78,7 @@ log_write(enum log_level level, const char *fmt, ...)
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof(line) - 2)
         len = sizeof(line) - 2;
+    len = (size_t)n + escape(line + n, len - (size_t)n, sizeof(line) - 2 - (size_t)n);
     line[len++] = '\n';
     /* One write per line keeps lines whole when stderr is shared. */
     fwrite(line, 1, len, stderr);

@@ -285,13 +285,21 @@ read_answer(lua_State *L, struct dns_hook_result *out)
     return "expected nil, false, \"nxdomain\", \"real\", an address or a list of addresses";
 }
 
-void
-script_on_dns(struct script *s, const char *name, uint16_t qtype, struct dns_hook_result *out)
+struct dns_call {
+    const char *name;
+    uint16_t qtype;
+    struct dns_hook_result *out;
+};
+
+/* Runs under script_protected: the pushes below may raise at the cap. */
+static int
+on_dns_protected(lua_State *L)
 {
-    memset(out, 0, sizeof(*out));
-    if (!script_has_on_dns(s))
-        return;
-    lua_State *L = s->L;
+    struct script *s = script_of(L);
+    struct dns_call *c = lua_touserdata(L, 1);
+    const char *name = c->name;
+    uint16_t qtype = c->qtype;
+    struct dns_hook_result *out = c->out;
     int top = lua_gettop(L);
     char tbuf[16];
     lua_pushcfunction(L, script_msgh);
@@ -319,4 +327,18 @@ script_on_dns(struct script *s, const char *name, uint16_t qtype, struct dns_hoo
         }
     }
     lua_settop(L, top);
+    return 0;
+}
+
+void
+script_on_dns(struct script *s, const char *name, uint16_t qtype, struct dns_hook_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!script_has_on_dns(s))
+        return;
+    struct dns_call c = {name, qtype, out};
+    if (script_protected(s, on_dns_protected, &c) != LUA_OK) {
+        memset(out, 0, sizeof(*out));
+        LOG_WARN("dns %s: on_dns could not run: %s; answering as usual", name, s->protect_err);
+    }
 }

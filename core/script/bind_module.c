@@ -19,15 +19,12 @@ static int
 read_bundle_file(void *ud, const char *rel, char **data, size_t *len)
 {
     struct script *s = ud;
-    char path[4096];
-    const char *why = NULL;
-    if (script_bundle_path(s, rel, path, sizeof(path)) != 0)
-        return EPERM;
-    errno = 0;
-    *data = script_read_file(path, MAX_MODULE_BYTES, len, &why);
+    char why[4200];
+    /* A regular file inside the bundle, opened without blocking (file.c). */
+    *data = script_bundle_read(s, rel, MAX_MODULE_BYTES, len, why, sizeof(why));
     if (*data != NULL)
         return 0;
-    return errno != 0 ? errno : EFBIG;
+    return s->file_errno == ENOENT ? ENOENT : EPERM; /* missing, or not the bundle's to read */
 }
 
 static void
@@ -41,18 +38,15 @@ int
 script_l_module(lua_State *L)
 {
     struct script *s = script_of(L);
-    const char *name, *why = NULL;
+    const char *name;
     char *buf = NULL;
     size_t len = 0;
     const char *text;
     if (lua_type(L, 1) == LUA_TSTRING) {
-        char path[4096];
+        char why[4200];
         name = lua_tostring(L, 1);
-        if (script_bundle_path(s, name, path, sizeof(path)) != 0)
-            return luaL_error(L, "chute.module: '%s' is not a path inside the bundle", name);
-        buf = script_read_file(path, MAX_MODULE_BYTES, &len, &why);
-        if (buf == NULL)
-            return luaL_error(L, "chute.module: %s: %s", name, why);
+        if ((buf = script_bundle_read(s, name, MAX_MODULE_BYTES, &len, why, sizeof(why))) == NULL)
+            return luaL_error(L, "chute.module: %s", why);
         text = buf;
     } else if (lua_type(L, 1) == LUA_TTABLE) {
         lua_getfield(L, 1, "text");

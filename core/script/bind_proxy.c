@@ -540,6 +540,8 @@ script_policy_name(const struct script *s, int policy)
 int
 script_proxies_finish(struct script *s, char *err, size_t errlen)
 {
+    if (script_check_self_loops(s, s->proxies, s->nproxies, err, errlen) != 0)
+        return -1;
     /* The set owns the arrays from here, even when it fails. */
     s->set = outbound_set_new(s->proxies, s->nproxies, s->groups, s->ngroups);
     s->proxies = NULL;

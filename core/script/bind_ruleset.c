@@ -363,15 +363,13 @@ script_l_ruleset(lua_State *L)
     int fmt = rules_format_parse(fmt_name);
     if (fmt < 0)
         return luaL_error(L, "chute.ruleset: unknown format '%s'", fmt_name);
-    char path[4096];
-    if (script_bundle_path(s, rel, path, sizeof(path)) != 0)
-        return luaL_error(L, "chute.ruleset: '%s' is not a path inside the bundle", rel);
     struct ruleset *rs = ruleset_push(L, rel);
     size_t len = 0;
-    const char *why = NULL;
-    char *buf = script_read_file(path, MAX_LIST_BYTES, &len, &why);
+    char why[4200];
+    /* A regular file inside the bundle, opened without blocking (file.c). */
+    char *buf = script_bundle_read(s, rel, MAX_LIST_BYTES, &len, why, sizeof(why));
     if (buf == NULL)
-        return luaL_error(L, "chute.ruleset: %s: %s", rel, why);
+        return luaL_error(L, "chute.ruleset: %s", why);
     char err[300];
     int rc = ruleset_fill(rs, buf, len, fmt, skip, strict, err, sizeof(err));
     free(buf); /* before an error unwinds */

@@ -38,7 +38,7 @@ fallback(struct script *s, struct flow *f, const char *rule)
 
 /* route()'s second result: nil, or { mitm = true|false }. 0, or -1 with
  * |why| saying what is wrong. Reads with lua_next only: nothing here may
- * allocate (this runs outside a protected call). A flow whose route()
+ * allocate more than the protected call allows. A flow whose route()
  * says something about the MITM is not stored in the decision cache (its
  * key holds no such flag), so the next flow to it asks route() again. */
 static int
@@ -73,17 +73,13 @@ read_options(lua_State *L, int idx, struct flow *f, char *why, size_t len)
     return 0;
 }
 
-void
-script_route(struct script *s, struct flow *f)
+/* The call and the reading of its results, run as a protected C function:
+ * every push may raise "not enough memory" once the state is at its cap. */
+static int
+route_protected(lua_State *L)
 {
-    lua_State *L = s->L;
-    s->st.route_calls++;
-    f->mitm = 0;
-    if (s->route_ref == LUA_NOREF) {
-        f->policy = s->cfg.fallback;
-        f->rule = "fallback: no route()";
-        return;
-    }
+    struct script *s = script_of(L);
+    struct flow *f = lua_touserdata(L, 1);
     int top = lua_gettop(L);
     lua_pushcfunction(L, script_msgh);
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->route_ref);
@@ -101,7 +97,7 @@ script_route(struct script *s, struct flow *f)
          * does not count. */
         s->st.route_calls--;
         lua_settop(L, top);
-        return;
+        return 0;
     }
 
     char where[128], why[160];
@@ -126,12 +122,15 @@ script_route(struct script *s, struct flow *f)
     } else {
         lua_settop(L, top + 2);
         const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        int p = name ? script_policy_lookup(s, name) : -1;
+        /* "DIRECT\0junk" is not DIRECT: the whole string must be the name. */
+        int p = name && strlen(name) == lua_rawlen(L, -1) ? script_policy_lookup(s, name) : -1;
         if (p < 0) {
             route_where(s, where, sizeof(where));
             if (name != NULL)
-                LOG_WARN("flow %llu: %s: route() returned unknown policy '%s'; using %s",
-                         (unsigned long long)f->id, where, name, script_policy_name(s, s->cfg.fallback));
+                LOG_WARN("flow %llu: %s: route() returned unknown policy '%s%s'; using %s",
+                         (unsigned long long)f->id, where, name,
+                         strlen(name) != lua_rawlen(L, -1) ? "\\0..." : "",
+                         script_policy_name(s, s->cfg.fallback));
             else
                 LOG_WARN("flow %llu: %s: route() returned a %s, not a policy name; using %s",
                          (unsigned long long)f->id, where, luaL_typename(L, -1),
@@ -143,4 +142,22 @@ script_route(struct script *s, struct flow *f)
         }
     }
     lua_settop(L, top);
+    return 0;
+}
+
+void
+script_route(struct script *s, struct flow *f)
+{
+    s->st.route_calls++;
+    f->mitm = 0;
+    if (s->route_ref == LUA_NOREF) {
+        f->policy = s->cfg.fallback;
+        f->rule = "fallback: no route()";
+        return;
+    }
+    if (script_protected(s, route_protected, f) != LUA_OK) {
+        LOG_WARN("flow %llu: route() could not run: %s; using %s", (unsigned long long)f->id,
+                 s->protect_err, script_policy_name(s, s->cfg.fallback));
+        fallback(s, f, "fallback: error");
+    }
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <lualib.h>
 
@@ -14,7 +15,7 @@
 static const char *const base_allow[] = {
     "assert", "error",    "getmetatable", "ipairs",   "next",   "pairs",  "pcall",
     "rawequal", "rawget", "rawlen",       "select",   "tonumber", "tostring", "type",
-    "xpcall",   "_VERSION", "collectgarbage",
+    "_VERSION", "collectgarbage",
     NULL,
 };
 static const char *const libs_allow[] = {"string", "table", "math", "utf8", "coroutine", NULL};
@@ -36,40 +37,27 @@ script_bundle_path(struct script *s, const char *rel, char *out, size_t len)
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-char *
-script_read_file(const char *path, size_t max, size_t *len, const char **why)
-{
-    FILE *fp = fopen(path, "rb");
-    struct stat st;
-    if (fp == NULL || fstat(fileno(fp), &st) != 0) {
-        *why = strerror(errno);
-        if (fp != NULL)
-            fclose(fp);
-        return NULL;
-    }
-    if ((size_t)st.st_size > max) {
-        *why = "too large";
-        fclose(fp);
-        return NULL;
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
-    *len = buf ? fread(buf, 1, (size_t)st.st_size, fp) : 0;
-    fclose(fp);
-    if (buf == NULL)
-        *why = "out of memory";
-    return buf;
-}
-
 int
 script_load_file(struct script *s, const char *rel)
 {
     lua_State *L = s->L;
-    char path[4096];
-    if (script_bundle_path(s, rel, path, sizeof(path)) != 0) {
-        lua_pushfstring(L, "%s: path outside the bundle", rel);
+    char why[4200], chunk[4200];
+    size_t len = 0;
+    char *buf = script_bundle_read(s, rel, SCRIPT_MAX_SOURCE, &len, why, sizeof(why));
+    if (buf == NULL) {
+        lua_pushstring(L, why);
         return LUA_ERRFILE;
     }
-    int rc = luaL_loadfilex(L, path, "t");
+    /* As luaL_loadfile: a first line starting with '#' is skipped, its
+     * newline kept so line numbers stay right. */
+    size_t skip = 0;
+    if (buf[0] == '#')
+        while (skip < len && buf[skip] != '\n')
+            skip++;
+    snprintf(chunk, sizeof(chunk), "@%s/%s", s->dir, rel);
+    /* lua_load is protected: it cannot raise past the free below. */
+    int rc = luaL_loadbufferx(L, buf + skip, len - skip, chunk, "t");
+    free(buf);
     if (rc != LUA_OK)
         return rc;
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
@@ -102,35 +90,110 @@ l_rawset(lua_State *L)
     return 1;
 }
 
+/* Lua runs __gc with hooks off, so a finalizer would escape the budget
+ * (one that loops hangs the engine, or the reload that closes the state).
+ * An object is marked for finalization only when setmetatable finds __gc in
+ * the metatable, so refusing it here keeps every finalizer out. */
 static int
 l_setmetatable(lua_State *L)
 {
     if (is_env(L, 1))
         return luaL_error(L, "setmetatable on _G is not allowed");
+    if (lua_type(L, 2) == LUA_TTABLE) {
+        int gc = lua_getfield(L, 2, "__gc") != LUA_TNIL;
+        lua_pop(L, 1);
+        if (gc)
+            return luaL_error(L, "setmetatable: __gc is not allowed in bundles (finalizers run "
+                                 "outside the instruction budget; use __close)");
+    }
     lua_getfield(L, LUA_REGISTRYINDEX, "chute.setmetatable");
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, 1);
     return 1;
 }
 
-/* io.open(path [, "r"|"rb"]) confined to the bundle, read-only. */
+static int
+file_close(lua_State *L)
+{
+    luaL_Stream *p = luaL_checkudata(L, 1, LUA_FILEHANDLE);
+    script_of(L)->nfiles--;
+    return luaL_fileresult(L, fclose(p->f) == 0, NULL);
+}
+
+/* io.open(path [, "r"|"rb"]) confined to the bundle (file.c), read-only,
+ * at most SCRIPT_MAX_FILES at a time: handles are descriptors, and a
+ * script holding thousands would starve the engine's sockets. */
 static int
 l_io_open(lua_State *L)
 {
     struct script *s = script_of(L);
     const char *rel = luaL_checkstring(L, 1);
     const char *mode = luaL_optstring(L, 2, "r");
-    char path[4096];
+    char path[4096], why[4200];
     if (strcmp(mode, "r") != 0 && strcmp(mode, "rb") != 0)
         return luaL_error(L, "io.open: mode '%s' not allowed (bundles are read-only)", mode);
     if (script_bundle_path(s, rel, path, sizeof(path)) != 0)
         return luaL_error(L, "io.open: '%s' is outside the bundle", rel);
-    lua_settop(L, 2); /* the results below start at 3 whatever the caller passed */
-    lua_getfield(L, LUA_REGISTRYINDEX, "chute.io_open");
-    lua_pushstring(L, path);
-    lua_pushstring(L, mode);
-    lua_call(L, 2, LUA_MULTRET);
-    return lua_gettop(L) - 2;
+    if (s->nfiles >= SCRIPT_MAX_FILES) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "%s: %d files already open in this bundle (close the ones read)",
+                        path, SCRIPT_MAX_FILES);
+        return 2;
+    }
+    /* The handle first: it may raise, and then no descriptor is open yet. */
+    luaL_Stream *p = lua_newuserdatauv(L, sizeof(*p), 0);
+    p->f = NULL;
+    p->closef = NULL; /* "closed" until the file is open */
+    luaL_setmetatable(L, LUA_FILEHANDLE);
+    int fd = script_bundle_open(s, rel, why, sizeof(why));
+    if (fd < 0) {
+        luaL_pushfail(L);
+        lua_pushstring(L, why);
+        lua_pushinteger(L, s->file_errno);
+        return 3;
+    }
+    p->f = fdopen(fd, "r");
+    if (p->f == NULL) {
+        close(fd);
+        return luaL_fileresult(L, 0, path);
+    }
+    p->closef = file_close;
+    s->nfiles++;
+    return 1;
+}
+
+/* xpcall(f, msgh, ...): Lua calls a message handler from inside the error,
+ * where hooks are off when the error came from the budget's hook, so
+ * xpcall(loop, loop) would run forever. Here the handler runs once the
+ * error has unwound, under the budget like any code; it sees the same error
+ * value (there is no debug library for a traceback to differ). */
+static int
+xpcall_done(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)ctx;
+    if (status == LUA_OK || status == LUA_YIELD) {
+        lua_pushboolean(L, 1);
+        lua_insert(L, 2);
+        return lua_gettop(L) - 1; /* true and f's results; the handler stays at 1 */
+    }
+    lua_pushvalue(L, 1);
+    lua_insert(L, -2);
+    lua_pcall(L, 1, 1, 0); /* the handler's value, or its own error */
+    lua_pushboolean(L, 0);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static int
+l_xpcall(lua_State *L)
+{
+    int n = lua_gettop(L);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 2);
+    lua_remove(L, 2);
+    lua_insert(L, 1); /* handler, f, args... */
+    int status = lua_pcallk(L, n - 2, LUA_MULTRET, 0, 0, xpcall_done);
+    return xpcall_done(L, status, 0);
 }
 
 static int
@@ -199,14 +262,14 @@ l_require(lua_State *L)
     memcpy(rel + n, ".lua", 5);
 
     char path[4096];
-    FILE *fp = NULL;
+    int rc = LUA_ERRFILE;
+    s->file_errno = ENOENT;
     if (script_bundle_path(s, rel, path, sizeof(path)) == 0)
-        fp = fopen(path, "r");
-    if (fp != NULL) {
-        fclose(fp);
-        if (script_load_file(s, rel) != LUA_OK)
-            return lua_error(L);
-    } else {
+        rc = script_load_file(s, rel);
+    if (rc != LUA_OK && !(rc == LUA_ERRFILE && s->file_errno == ENOENT))
+        return lua_error(L); /* there, but a link, a FIFO, unreadable or broken */
+    if (rc != LUA_OK) {
+        lua_settop(L, 2); /* the "missing" message, if any */
         int i = 0;
         while (script_lualib[i].name != NULL && strcmp(script_lualib[i].name, name) != 0)
             i++;
@@ -249,13 +312,15 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
 {
     lua_State *L = s->L;
     luaL_openlibs(L); /* into the registry's globals, which scripts never see */
-    lua_getglobal(L, "io");
-    lua_getfield(L, -1, "open");
-    lua_setfield(L, LUA_REGISTRYINDEX, "chute.io_open");
-    lua_pop(L, 1);
-
+    script_bounded_open(L);
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, "chute.loaded");
+    /* File handles share one metatable: locked, or a script could give it
+     * a __gc that runs outside the budget. */
+    luaL_getmetatable(L, LUA_FILEHANDLE);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
 
     lua_pushglobaltable(L);
     int g = lua_gettop(L);
@@ -280,6 +345,8 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
     lua_setfield(L, -2, "setmetatable");
     lua_pushcfunction(L, l_rawset);
     lua_setfield(L, -2, "rawset");
+    lua_pushcfunction(L, l_xpcall);
+    lua_setfield(L, -2, "xpcall");
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
     lua_pushcfunction(L, l_require);

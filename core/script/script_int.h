@@ -11,6 +11,8 @@
 #include "script/script.h"
 
 #define SCRIPT_LOAD_BUDGET 200000000u /* instructions for running main.lua */
+#define SCRIPT_MAX_SOURCE (64u << 20)  /* bytes of one Lua file of the bundle */
+#define SCRIPT_MAX_FILES 64            /* io.open handles open at once per state */
 
 #define SCRIPT_HOOK_METHODS 8
 
@@ -61,9 +63,11 @@ struct script {
     char *dir;
     size_t mem_used, mem_limit;
     uint32_t budget;      /* current call's limit */
-    uint32_t used;        /* instructions counted in this call */
+    uint64_t used;        /* instructions and charged units counted in this call */
+    int armed;            /* a call is under the budget */
     int tripped;          /* the budget ran out: keep raising until the call unwinds */
-    char trip_where[96];  /* "file:line: " where it ran out */
+    uint64_t time_limit_ns, deadline_ns; /* the call's wall clock (budget.c) */
+    char trip_msg[192];   /* "file:line: instruction budget exceeded (...)" */
     int env_ref;          /* the sandbox _ENV shared by the bundle's chunks */
     int state_ref;        /* chute.lua's state table */
     int route_ref;        /* chute.route, or LUA_NOREF */
@@ -89,6 +93,9 @@ struct script {
     struct hook_msg *msg; /* the message whose hooks run now, or NULL */
     uint64_t msg_serial;  /* its number: objects of older messages are dead */
     struct mitm_rewrites *rewrites; /* chute.module's rules, NULL until one loads */
+    char protect_err[1024]; /* why the last script_protected call failed */
+    unsigned nfiles;        /* io.open handles not closed yet */
+    int file_errno;         /* why the last script_bundle_open failed (ENOENT: missing) */
 };
 
 static inline struct script *
@@ -97,9 +104,20 @@ script_of(lua_State *L)
     return *(struct script **)lua_getextraspace(L);
 }
 
+/* protect.c */
+/* Runs fn(L) with |ud| as its light-userdata argument inside lua_pcall.
+ * Returns LUA_OK, or the error code with the message in s->protect_err. */
+int script_protected(struct script *s, lua_CFunction fn, void *ud);
+/* Sets the panic handler that logs before Lua aborts. */
+void script_protect_init(lua_State *L);
+
 /* budget.c */
 void script_budget_arm(struct script *s, uint32_t budget);
 void script_budget_disarm(struct script *s);
+/* Counts |units| of work a C function is about to do (or did) against the
+ * running call's budget, and checks its wall clock: raises the budget's
+ * error when either ran out. A no-op outside a budgeted call. */
+void script_budget_charge(lua_State *L, uint64_t units);
 /* Message handler for lua_pcall: keeps the error's "file:line:" position. */
 int script_msgh(lua_State *L);
 
@@ -136,13 +154,25 @@ void script_hooks_on_response(void *ud, struct mitm_request *m, struct http_fwd_
 /* "<bundle>/<rel>" for a relative path without ".."; -1 otherwise. */
 int script_bundle_path(struct script *s, const char *rel, char *out, size_t len);
 int script_sandbox_open(struct script *s, char *err, size_t errlen);
-/* The file at |path| read whole into a malloc'd buffer (one spare byte at
- * the end), or NULL with |*why| saying why (errno's text, "too large" past
- * |max| bytes). */
-char *script_read_file(const char *path, size_t max, size_t *len, const char **why);
 /* Loads a bundle file (path relative to the bundle) into the sandbox: pushes
  * the chunk, or returns non-zero with the message pushed. */
 int script_load_file(struct script *s, const char *rel);
+
+/* file.c */
+/* Opens bundle file |rel| read-only: no link followed at any level, a
+ * regular file only, never blocking. Returns the fd, or -1 with
+ * "<bundle>/<rel>: <reason>" in |why|. */
+int script_bundle_open(struct script *s, const char *rel, char *why, size_t whylen);
+/* The whole file (at most |max| bytes) in a malloc'd buffer with a NUL
+ * after its *len bytes; NULL with |why|. */
+char *script_bundle_read(struct script *s, const char *rel, size_t max, size_t *len, char *why,
+                         size_t whylen);
+
+/* bounded.c: the library functions whose work grows with an argument,
+ * charged to the budget; pattern.c: string.find/match/gmatch/gsub, the
+ * matcher charged step by step, into the string library at |string_lib|. */
+void script_bounded_open(lua_State *L);
+void script_pattern_open(lua_State *L, int string_lib);
 
 /* config.c */
 int script_config_read(struct script *s, char *err, size_t errlen);
@@ -154,6 +184,12 @@ int script_check_address(const char *text, struct sockaddr_storage *ss, socklen_
 void script_proxy_open(lua_State *L);
 int script_proxies_finish(struct script *s, char *err, size_t errlen);
 void script_proxies_free(struct script *s);
+
+/* selfloop.c: -1 with |err| when one of the |n| proxies is chute's own
+ * listener of its protocol (flows through it would loop). */
+struct outbound_proxy;
+int script_check_self_loops(struct script *s, const struct outbound_proxy *p, size_t n, char *err,
+                            size_t errlen);
 
 /* bind_dns.c: dns = {...} of the config table at |t|; core.check_* */
 int script_dns_read(struct script *s, int t, char *err, size_t errlen);

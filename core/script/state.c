@@ -154,8 +154,78 @@ lock_globals(struct script *s)
     lua_newtable(L);
     lua_pushcfunction(L, l_global_newindex);
     lua_setfield(L, -2, "__newindex");
+    /* Hidden, or getmetatable(_G).__newindex = nil would undo the lock. */
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
     lua_setmetatable(L, -2);
     lua_pop(L, 1);
+}
+
+struct load {
+    struct script *s;
+    const char *main_src;
+    char *err;
+    size_t errlen;
+    int failed; /* err holds the message */
+};
+
+/* Everything from the libraries to the locked globals, as a protected C
+ * function (see protect.c): a bundle that runs out of memory at any step
+ * is an error, never an abort. */
+static int
+load_protected(lua_State *L)
+{
+    struct load *ld = lua_touserdata(L, 1);
+    struct script *s = ld->s;
+    lua_settop(L, 0);
+    script_sandbox_open(s, ld->err, ld->errlen);
+    script_flow_open(s);
+    script_ruleset_open(s);
+    script_rules_open(s);
+    script_http_open(s);
+    if (open_chute_module(s) != 0)
+        return lua_error(L);
+
+    lua_pushcfunction(L, script_msgh);
+    int rc;
+    if (ld->main_src != NULL) {
+        rc = luaL_loadbufferx(L, ld->main_src, strlen(ld->main_src), "=main.lua", "t");
+        if (rc == LUA_OK) {
+            lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
+            lua_setupvalue(L, -2, 1);
+        }
+    } else {
+        rc = script_load_file(s, "main.lua");
+    }
+    if (rc != LUA_OK)
+        return lua_error(L);
+    script_budget_arm(s, SCRIPT_LOAD_BUDGET);
+    rc = lua_pcall(L, 0, 0, -2);
+    script_budget_disarm(s);
+    if (rc != LUA_OK)
+        return lua_error(L);
+    lua_pop(L, 1);
+    if (script_config_read(s, ld->err, ld->errlen) != 0 ||
+        script_proxies_finish(s, ld->err, ld->errlen) != 0) {
+        ld->failed = 1;
+        return 0;
+    }
+    s->loaded = 1;
+    script_hooks_finish(s);
+    lock_globals(s);
+    /* No finalizer can be script code (sandbox.c refuses __gc), so this
+     * collection runs only the engine's own. */
+    lua_gc(L, LUA_GCCOLLECT);
+    if (s->mem_used > s->cfg.lua_memory) {
+        snprintf(ld->err, ld->errlen, "%s%smain.lua: the bundle holds %.1f MiB after loading, "
+                 "over lua_memory_mb = %zu (raise it, or keep less in memory)",
+                 s->dir ? s->dir : "", s->dir ? "/" : "", (double)s->mem_used / (1 << 20),
+                 s->cfg.lua_memory >> 20);
+        ld->failed = 1;
+        return 0;
+    }
+    s->mem_limit = s->cfg.lua_memory;
+    return 0;
 }
 
 struct script *
@@ -177,7 +247,7 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
             goto fail;
         }
         snprintf(main_path, sizeof(main_path), "%s/main.lua", dir);
-        if (main_src == NULL && stat(main_path, &st) != 0) {
+        if (main_src == NULL && lstat(main_path, &st) != 0) {
             snprintf(err, errlen, "%s: bundle has no main.lua", dir);
             goto fail;
         }
@@ -188,54 +258,22 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create a Lua state");
         goto fail;
     }
-    lua_State *L = s->L;
-    *(struct script **)lua_getextraspace(L) = s;
-    lua_gc(L, LUA_GCGEN, 0, 0);
-    script_sandbox_open(s, err, errlen);
-    script_flow_open(s);
-    script_ruleset_open(s);
-    script_rules_open(s);
-    script_http_open(s);
-    if (open_chute_module(s) != 0)
-        goto fail_lua;
-
-    lua_pushcfunction(L, script_msgh);
-    int rc;
-    if (main_src != NULL) {
-        rc = luaL_loadbufferx(L, main_src, strlen(main_src), "=main.lua", "t");
-        if (rc == LUA_OK) {
-            lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
-            lua_setupvalue(L, -2, 1);
-        }
-    } else {
-        rc = script_load_file(s, "main.lua");
-    }
-    if (rc != LUA_OK)
-        goto fail_lua;
-    script_budget_arm(s, SCRIPT_LOAD_BUDGET);
-    rc = lua_pcall(L, 0, 0, -2);
-    script_budget_disarm(s);
-    if (rc != LUA_OK)
-        goto fail_lua;
-    lua_pop(L, 1);
-    if (script_config_read(s, err, errlen) != 0 || script_proxies_finish(s, err, errlen) != 0)
+    *(struct script **)lua_getextraspace(s->L) = s;
+    script_protect_init(s->L);
+    lua_gc(s->L, LUA_GCGEN, 0, 0);
+    struct load ld = {s, main_src, err, errlen, 0};
+    if (script_protected(s, load_protected, &ld) != LUA_OK) {
+        snprintf(err, errlen, "%s", s->protect_err);
         goto fail;
-    s->mem_limit = s->cfg.lua_memory;
-    s->loaded = 1;
-    script_hooks_finish(s);
-    lock_globals(s);
-    /* Finalizers are script code too: they run under a budget. */
-    script_budget_arm(s, s->cfg.budget);
-    lua_gc(L, LUA_GCCOLLECT);
-    script_budget_disarm(s);
+    }
+    if (ld.failed)
+        goto fail;
     /* Loading rule lists frees megabytes of file buffers and build space
      * that glibc would otherwise keep resident (scripts/bench/rules: 10.1
      * MiB of RSS for 5.1 MiB in use with 100k domains and 10k CIDRs). */
     malloc_trim(0);
     return s;
 
-fail_lua:
-    snprintf(err, errlen, "%s", lua_tostring(s->L, -1));
 fail:
     script_free(s);
     return NULL;
@@ -247,8 +285,10 @@ script_free(struct script *s)
     if (s == NULL)
         return;
     if (s->L != NULL) {
-        /* lua_close runs every pending __gc: bound them like any call (an
-         * error in a finalizer only warns, and the close goes on). */
+        /* lua_close runs the pending finalizers: only the engine's own
+         * (rule sets, file handles), as sandbox.c refuses __gc in bundles
+         * and Lua turns hooks off inside them. The budget still bounds a
+         * __close a script left pending. */
         script_budget_arm(s, s->cfg.budget ? s->cfg.budget : SCRIPT_LOAD_BUDGET);
         lua_close(s->L);
     }

@@ -39,11 +39,11 @@ checks "examples/mitm/modules/example.sgmodule loads without a warning" example 
 
 mkbundle missing 'require("chute").module "modules/none.sgmodule"'
 checks "a missing module file" missing 1 "" \
-    "chute: missing/main.lua:1: chute.module: modules/none.sgmodule: No such file or directory"
+    "chute: missing/main.lua:1: chute.module: missing/modules/none.sgmodule: No such file or directory"
 
 mkbundle outside 'require("chute").module "../x.sgmodule"'
 checks "a module outside the bundle" outside 1 "" \
-    "chute: outside/main.lua:1: chute.module: '../x.sgmodule' is not a path inside the bundle"
+    "chute: outside/main.lua:1: chute.module: outside/../x.sgmodule: outside the bundle"
 
 mkbundle mapout 'require("chute").module "modules/m.sgmodule"' \
     '[Map Local]

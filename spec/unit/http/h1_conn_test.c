@@ -1044,6 +1044,29 @@ test_decide_later(void **state)
     assert_string_equal(F.done_reason, "idle");
 }
 
+/* A head trickled one byte at a time, each well inside the idle timeout:
+ * the head deadline (the idle timeout here, 0.3 s) still ends it. */
+static void
+test_head_deadline(void **state)
+{
+    static const char head[] = "GET http://o.test/slow HTTP/1.1\r\nX-Pad: aaaaaaaaaaaaaaaaaaaa\r\n";
+    double t0;
+
+    start_with(&cbs_no_resp_hook, 0.3);
+    t0 = now();
+    for (size_t i = 0; i < sizeof(head) - 1 && F.done == 0; i++) {
+        double t1 = now();
+
+        acc_put(&F.cli_out, head + i, 1);
+        while (now() - t1 < 0.1)
+            pump();
+    }
+    UNTIL(F.done == 1);
+    assert_string_equal(F.done_reason, "head timeout");
+    assert_true(now() - t0 < 1.0);
+    assert_int_equal(F.heads, 0);
+}
+
 /* Misuse is refused and changes nothing. */
 static void
 test_forward_refusals(void **state)
@@ -1205,6 +1228,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_client_half_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_closes_mid_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decide_later, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forward_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connect_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hook_edits, setup, teardown),

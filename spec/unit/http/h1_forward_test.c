@@ -106,7 +106,8 @@ test_origin_form(void **state)
     /* The scheme is case-insensitive; the path's bytes are kept as sent. */
     take("GET HTTP://example.test:8080/%7Euser/\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_int_equal(req.port, 8080);
-    assert_string_equal(upstream(), "GET /%7Euser/\xc3\xa9 HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_string_equal(upstream(),
+                        "GET /%7Euser/\xc3\xa9 HTTP/1.1\r\nHost: example.test:8080\r\n\r\n");
 }
 
 static void
@@ -179,10 +180,11 @@ test_connection_framing_kept(void **state)
 static void
 test_host(void **state)
 {
-    /* Kept as sent, even when it names another host than the target. */
+    /* Replaced by the target's authority when it names another host
+     * (RFC 9112 §3.2.2): the rules decided on the target, not on Host. */
     take("GET http://a.test/ HTTP/1.1\r\nHost: b.test:81\r\n\r\n");
     assert_true(slice_is(req.host, "a.test"));
-    assert_string_equal(upstream(), "GET / HTTP/1.1\r\nHost: b.test:81\r\n\r\n");
+    assert_string_equal(upstream(), "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n");
     /* Added last when missing, with the port unless it is 80. */
     take("GET http://a.test/x HTTP/1.1\r\nAccept: */*\r\n\r\n");
     assert_string_equal(upstream(), "GET /x HTTP/1.1\r\nAccept: */*\r\nHost: a.test\r\n\r\n");
