@@ -40,13 +40,16 @@ same_server(const struct script_dns *a, const struct script_dns *b)
 }
 
 static void
-resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro)
+resolver_opts(const struct engine *e, const struct script_config *cfg,
+              struct dns_resolver_opts *ro)
 {
     dns_resolver_opts_default(ro);
     memcpy(ro->upstream, cfg->dns.upstream, sizeof(ro->upstream));
     ro->nupstream = cfg->dns.nupstream;
     snprintf(ro->interface, sizeof(ro->interface), "%s", cfg->out_interface);
     ro->fwmark = cfg->out_fwmark;
+    ro->protect = e->out.protect;
+    ro->protect_arg = e->out.protect_arg;
     ro->timeout = cfg->dns.timeout;
     ro->cache_entries = cfg->dns.cache;
 }
@@ -79,7 +82,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
                 char *err, size_t errlen)
 {
     struct dns_resolver_opts ro;
-    resolver_opts(cfg, &ro);
+    resolver_opts(e, cfg, &ro);
     if (dns_resolver_configure(e->dns, &ro, err, errlen) != 0)
         return -1;
     if (!cfg->dns.enabled) {
@@ -97,7 +100,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
              * resolver settings and its DNS server, rebuilt from its state. */
             if (old != NULL) {
                 char ignored[256];
-                resolver_opts(old, &ro);
+                resolver_opts(e, old, &ro);
                 dns_resolver_configure(e->dns, &ro, ignored, sizeof(ignored));
                 if (old->dns.enabled) {
                     e->dnss = server_new(e, old, ignored, sizeof(ignored));

@@ -11,7 +11,7 @@
 /* The queue holds a burst of a 1 MiB window at least (~700 packets at MTU
  * 1500) before it must flush early. */
 #define WQ_MIN (2u << 20)
-#define WQ_HDR 4 /* u32 length: a 64 KiB packet plus its virtio header */
+#define WQ_HDR TUN_WQ_HDR /* u32: a 64 KiB packet plus its virtio header */
 #define RD_SKEW 6
 
 /* With IFF_VNET_HDR each queued packet is [u32 length][virtio_net_hdr]
@@ -47,6 +47,8 @@ tun_io_fini(struct tun *t)
 int
 tun_read_batch(struct tun *t, struct tun_batch *b)
 {
+    if (t->host != NULL)
+        return tun_host_read(t, b);
     b->n = 0;
     while (b->n < (size_t)t->batch) {
         uint8_t *p = t->rbuf + b->n * t->stride + (t->vnet ? RD_SKEW : 0);
@@ -118,6 +120,10 @@ tun_wq_flush(struct tun *t)
     size_t off = 0;
     if (t->wq_count == 0)
         return;
+    if (t->host != NULL) {
+        tun_host_flush(t);
+        off = t->wq_used;
+    }
     while (off < t->wq_used) {
         uint32_t l;
         memcpy(&l, t->wq + off, WQ_HDR);
