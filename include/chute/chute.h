@@ -13,6 +13,13 @@
 extern "C" {
 #endif
 
+/* What libchute.so exports; everything else in it is hidden. */
+#if defined(__GNUC__)
+#define CHUTE_API __attribute__((visibility("default")))
+#else
+#define CHUTE_API
+#endif
+
 typedef struct chute_engine chute_engine;
 
 /* Error codes: 0 is success. */
@@ -77,27 +84,27 @@ struct chute_stats {
 };
 
 /* The library's version, "MAJOR.MINOR.PATCH"; a static string. */
-const char *chute_version(void);
+CHUTE_API const char *chute_version(void);
 
 /* Creates an engine and its loop. |opts| may be NULL; it is not referred to
  * after the call. On success stores the engine in |*out| and returns 0. */
-int chute_engine_new(chute_engine **out, const struct chute_options *opts);
+CHUTE_API int chute_engine_new(chute_engine **out, const struct chute_options *opts);
 
 /* Loads the bundle folder |path| (with main.lua) and makes it current. On
  * error returns CHUTE_ERR_INVALID and writes a message naming file:line into
  * |err| (|errlen| bytes, may be 0); a previous bundle stays current. The
  * engine copies |path|. */
-int chute_engine_load_bundle(chute_engine *e, const char *path, char *err, size_t errlen);
+CHUTE_API int chute_engine_load_bundle(chute_engine *e, const char *path, char *err, size_t errlen);
 
 /* Same, with |main_lua| as the bundle's main.lua; require() then finds only
  * chute's own library. The engine copies |main_lua|. */
-int chute_engine_load_string(chute_engine *e, const char *main_lua, char *err, size_t errlen);
+CHUTE_API int chute_engine_load_string(chute_engine *e, const char *main_lua, char *err, size_t errlen);
 
 /* Opens the bundle's listeners and runs the loop until chute_engine_stop,
  * SIGINT or SIGTERM; SIGHUP reloads the bundle. Returns 0 after a clean
  * stop (every connection closed), or CHUTE_ERR_SYSTEM with |err| filled
  * when a listener cannot open. Needs a loaded bundle. */
-int chute_engine_run(chute_engine *e, char *err, size_t errlen);
+CHUTE_API int chute_engine_run(chute_engine *e, char *err, size_t errlen);
 
 /* Hands |n| packets to an engine created with packets_out. Any thread,
  * any time between chute_engine_new and chute_engine_free; never blocks.
@@ -110,25 +117,25 @@ int chute_engine_run(chute_engine *e, char *err, size_t errlen);
  * are the caller's to drop or retry; TCP retransmits), CHUTE_ERR_FULL
  * when none fit, CHUTE_ERR_INVALID without packets_out. A packet empty or
  * longer than the MTU is dropped and counts as taken. */
-int chute_engine_packets_in(chute_engine *e, const struct chute_packet *pkts, size_t n);
+CHUTE_API int chute_engine_packets_in(chute_engine *e, const struct chute_packet *pkts, size_t n);
 
 /* Asks a running engine to stop. Safe from any thread and from signal
  * handlers' threads; returns at once. */
-void chute_engine_stop(chute_engine *e);
+CHUTE_API void chute_engine_stop(chute_engine *e);
 
 /* Asks a running engine to reload its bundle, as SIGHUP does. Any thread. */
-void chute_engine_reload(chute_engine *e);
+CHUTE_API void chute_engine_reload(chute_engine *e);
 
 /* Copies the counters as of the loop's last pass (at most ~1 s old). Safe
  * from any thread while the engine exists. */
-void chute_engine_stats(chute_engine *e, struct chute_stats *out);
+CHUTE_API void chute_engine_stats(chute_engine *e, struct chute_stats *out);
 
 /* Frees an engine that is not running (run has returned or never started). */
-void chute_engine_free(chute_engine *e);
+CHUTE_API void chute_engine_free(chute_engine *e);
 
 /* Loads |path| without opening sockets, as `chute check` does. Returns 0 or
  * CHUTE_ERR_INVALID with the message in |err|. */
-int chute_bundle_check(const char *path, char *err, size_t errlen);
+CHUTE_API int chute_bundle_check(const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
