@@ -41,7 +41,8 @@ struct chute_packet {
 typedef void (*chute_packets_out_fn)(void *arg, const struct chute_packet *pkts, size_t n);
 
 /* Called with every upstream socket the engine creates (connections, UDP,
- * DNS queries), before it connects, on the loop thread: the host makes the
+ * DNS queries), before it connects, on the loop thread (and on the thread
+ * loading a bundle, for the DNS socket a load opens to check): the host makes the
  * socket bypass its own tunnel (VpnService.protect, SO_MARK, binding to the
  * physical interface). Returns 0, or an errno value that fails the socket. */
 typedef int (*chute_protect_socket_fn)(void *arg, int fd);

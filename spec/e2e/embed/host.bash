@@ -40,6 +40,7 @@ LUA
 # embed_host_start: the host in the client namespace, as CHUTE_PID (the
 # harness's stats_read, chute_alive and cleanup then apply to it).
 embed_host_start() {
+    [ -s "$CHUTE_LOG" ] && mv "$CHUTE_LOG" "$CHUTE_LOG.prev"
     : >"$CHUTE_LOG"
     ip netns exec "$NS_CLI" "$HOST_BIN" -m "$TUN_MARK" "$TUN_DEV" "$BUNDLE" >>"$CHUTE_LOG" 2>&1 &
     CHUTE_PID=$!
