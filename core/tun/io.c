@@ -31,10 +31,11 @@ tun_io_init(struct tun *t, int batch)
     /* Each read slot starts 6 bytes into a 64-byte aligned stride, so the IP
      * header after a 10-byte virtio header lands on a 16-byte boundary. */
     t->stride = (t->bufsize + RD_SKEW + 63) & ~(size_t)63;
-    t->rbuf = aligned_alloc(64, t->stride * (size_t)t->batch);
+    /* The host endpoint's batches point into its queue (host.c). */
+    t->rbuf = t->host ? NULL : aligned_alloc(64, t->stride * (size_t)t->batch);
     t->wq_cap = WQ_MIN > 16 * t->bufsize ? WQ_MIN : 16 * t->bufsize;
     t->wq = malloc(t->wq_cap);
-    return t->rbuf && t->wq ? 0 : -1;
+    return (t->rbuf || t->host) && t->wq ? 0 : -1;
 }
 
 void
