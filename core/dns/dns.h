@@ -30,6 +30,10 @@ struct dns_resolver_opts {
     /* How upstream sockets avoid looping into the TUN (as outbound_env). */
     char interface[16];
     uint32_t fwmark;
+    /* When set, called with each upstream socket instead of the two above
+     * (the embedding host's protect_socket): 0 or an errno value. */
+    int (*protect)(void *arg, int fd);
+    void *protect_arg;
     double timeout;        /* per attempt; the next upstream (or a retry) follows */
     int attempts;          /* tries over the upstream list before "timeout" */
     size_t cache_entries;  /* 0: no cache */

@@ -85,6 +85,8 @@ dns_upstream_conf_new(const struct dns_resolver_opts *o)
     memcpy(c->interface, o->interface, sizeof(c->interface));
     c->interface[sizeof(c->interface) - 1] = '\0';
     c->fwmark = o->fwmark;
+    c->protect = o->protect;
+    c->protect_arg = o->protect_arg;
     c->timeout = o->timeout > 0 ? o->timeout : 2.0;
     c->attempts = o->attempts > 0 ? o->attempts : 1;
     return c;
@@ -116,6 +118,14 @@ make_socket(const struct dns_upstream_conf *c, int family, int type)
     int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    if (c->protect != NULL) {
+        int rc = c->protect(c->protect_arg, fd);
+        if (rc != 0) {
+            close(fd);
+            return rc > 0 ? -rc : -EPERM;
+        }
+        return fd;
+    }
     if ((c->interface[0] != '\0' &&
          setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, c->interface, strlen(c->interface)) != 0) ||
         (c->fwmark != 0 && setsockopt(fd, SOL_SOCKET, SO_MARK, &c->fwmark, sizeof(c->fwmark)) != 0)) {

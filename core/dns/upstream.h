@@ -24,6 +24,8 @@ struct dns_upstream_conf {
     size_t nserver;
     char interface[16];
     uint32_t fwmark;
+    int (*protect)(void *arg, int fd); /* dns_resolver_opts' */
+    void *protect_arg;
     double timeout;
     int attempts;
 };

@@ -72,22 +72,41 @@ packet(struct engine *e, const uint8_t *p, size_t len)
     }
 }
 
-static void
-on_tun(struct ev_loop *loop, ev_io *w, int revents)
+/* One batch from the device or the host's queue, whichever e->tun is. */
+static int
+batch(struct engine *e)
 {
-    struct engine *e = w->data;
     struct tun_batch b;
     int n = tun_read_batch(e->tun, &b);
-    if (n < 0) {
-        LOG_ERROR("tun %s: read failed; stopping the TUN path", tun_name(e->tun));
-        ev_io_stop(loop, w);
-        return;
-    }
     for (int i = 0; i < n; i++)
         packet(e, b.data[i], b.len[i]);
     netstack_flush();
     netstack_poll();
     tun_wq_flush(e->tun);
+    return n;
+}
+
+static void
+on_tun(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct engine *e = w->data;
+    if (batch(e) < 0) {
+        LOG_ERROR("tun %s: read failed; stopping the TUN path", tun_name(e->tun));
+        ev_io_stop(loop, w);
+    }
+}
+
+/* The host's packets (host.c): its ev_async fired. A few batches, then the
+ * loop's other events get their turn; what is left wakes it again. */
+void
+engine_host_drain(struct engine *e)
+{
+    if (e->tun == NULL || e->tun != engine_host_tun(e))
+        return; /* not running: the packets wait, the queue bounds them */
+    for (int i = 0; i < 8 && batch(e) > 0; i++)
+        ;
+    if (tun_push_pending(e->tun) > 0)
+        ev_async_send(e->loop, &e->_host);
 }
 
 static void
@@ -138,13 +157,19 @@ int
 engine_tun_start(struct engine *e, char *err, size_t errlen)
 {
     const struct script_config *cfg = script_config(e->script);
-    if (!cfg->tun.enabled)
+    if (e->host != NULL) {
+        if (cfg->tun.enabled)
+            LOG_INFO("tun: the host moves the packets (packets_out): no device opened");
+        e->tun = engine_host_tun(e);
+    } else if (!cfg->tun.enabled) {
         return 0;
-    struct tun_opts o;
-    device_opts(cfg, &o);
-    e->tun = tun_open(&o, err, errlen);
-    if (e->tun == NULL)
-        return -1;
+    } else {
+        struct tun_opts o;
+        device_opts(cfg, &o);
+        e->tun = tun_open(&o, err, errlen);
+        if (e->tun == NULL)
+            return -1;
+    }
     if ((e->tcp = flow_tcp_new(&e->fenv)) == NULL ||
         netstack_init(e->loop, flow_tcp_handler(e->tcp), e->tun, tun_mtu(e->tun), err, errlen) != 0 ||
         (e->udp = flow_udp_new(&e->fenv, e->tun)) == NULL) {
@@ -153,9 +178,13 @@ engine_tun_start(struct engine *e, char *err, size_t errlen)
         engine_tun_stop(e);
         return -1;
     }
-    ev_io_init(&e->_tun_io, on_tun, tun_fd(e->tun), EV_READ);
-    e->_tun_io.data = e;
-    ev_io_start(e->loop, &e->_tun_io);
+    if (e->host == NULL) {
+        ev_io_init(&e->_tun_io, on_tun, tun_fd(e->tun), EV_READ);
+        e->_tun_io.data = e;
+        ev_io_start(e->loop, &e->_tun_io);
+    } else if (tun_push_pending(e->tun) > 0) {
+        ev_async_send(e->loop, &e->_host); /* pushed before the run */
+    }
     ev_prepare_init(&e->_flush, on_prepare);
     e->_flush.data = e;
     ev_prepare_start(e->loop, &e->_flush);
@@ -180,6 +209,7 @@ engine_tun_stop(struct engine *e)
     e->tcp = NULL;
     netstack_fini();
     tun_wq_flush(e->tun); /* the RSTs of aborted connections */
-    tun_close(e->tun);
+    if (e->host == NULL)
+        tun_close(e->tun); /* the host's endpoint lives until chute_engine_free */
     e->tun = NULL;
 }

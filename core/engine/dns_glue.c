@@ -51,6 +51,16 @@ engine_resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *
     ro->cache_entries = cfg->dns.cache;
 }
 
+/* The same, with the host's socket protection (the embedding API). */
+static void
+resolver_opts(const struct engine *e, const struct script_config *cfg,
+              struct dns_resolver_opts *ro)
+{
+    engine_resolver_opts(cfg, ro);
+    ro->protect = e->out.protect;
+    ro->protect_arg = e->out.protect_arg;
+}
+
 static struct dns_server *
 server_new(struct engine *e, const struct script_config *cfg, char *err, size_t errlen)
 {
@@ -79,7 +89,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
                 char *err, size_t errlen)
 {
     struct dns_resolver_opts ro;
-    engine_resolver_opts(cfg, &ro);
+    resolver_opts(e, cfg, &ro);
     if (dns_resolver_configure(e->dns, &ro, err, errlen) != 0)
         return -1;
     if (!cfg->dns.enabled) {
@@ -97,7 +107,7 @@ engine_dns_load(struct engine *e, const struct script_config *old, const struct 
              * resolver settings and its DNS server, rebuilt from its state. */
             if (old != NULL) {
                 char ignored[256];
-                engine_resolver_opts(old, &ro);
+                resolver_opts(e, old, &ro);
                 dns_resolver_configure(e->dns, &ro, ignored, sizeof(ignored));
                 if (old->dns.enabled) {
                     e->dnss = server_new(e, old, ignored, sizeof(ignored));

@@ -199,6 +199,7 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     e->local = e->out;
     e->local.interface[0] = '\0';
     e->local.fwmark = 0;
+    e->local.protect = NULL;
     e->local.set = NULL;
     engine_dns_hook(e);
     engine_mitm_commit(e, &mitm); /* the old script's hooks are gone from it */
@@ -341,6 +342,14 @@ chute_engine_new(chute_engine **out, const struct chute_options *opts)
         goto fail;
     e->out.loop = e->loop;
     e->out.dns = e->dns;
+    int rc = engine_host_new(e, opts); /* host.c: packets_out, protect_socket */
+    if (rc != 0) {
+        dns_resolver_free(e->dns);
+        ev_loop_destroy(e->loop);
+        flow_table_free(e->flows);
+        free(ce);
+        return rc;
+    }
     *out = ce;
     return 0;
 fail:
@@ -481,7 +490,7 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
     }
     const struct script_config *cfg = script_config(e->script);
     if (!cfg->socks.enabled && !cfg->http.enabled && !cfg->tun.enabled && !cfg->dns.has_listen &&
-        cfg->nreverse == 0) {
+        cfg->nreverse == 0 && e->host == NULL) {
         snprintf(err, errlen, "the bundle takes no traffic: give chute.config a listen = {...}, "
                               "a tun = {...} or a dns = { listen = ... }");
         return CHUTE_ERR_INVALID;
@@ -546,6 +555,12 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
     return 0;
 }
 
+int
+chute_engine_packets_in(chute_engine *ce, const struct chute_packet *pkts, size_t n)
+{
+    return engine_packets_in(&ce->e, pkts, n);
+}
+
 void
 chute_engine_stop(chute_engine *ce)
 {
@@ -574,6 +589,7 @@ chute_engine_free(chute_engine *ce)
     engine_control_stop(e);
     reload_join(e);
     engine_tun_stop(e);
+    engine_host_free(e);
     close_listeners(e);
     if (e->out.set != NULL) {
         outbound_set_stop(e->out.set);

@@ -29,6 +29,9 @@ struct ip_view;
 struct script_config;
 struct chute_stats;
 struct control;
+struct chute_options;
+struct chute_packet;
+struct engine_host;
 
 /* Packets the TUN path dropped or answered itself: drops by reason, and
  * the counters in ENGINE_DP_STATS, one X(field, key) each (log/counter.h). */
@@ -81,7 +84,8 @@ struct engine {
     struct inbound_listener *socks, *http;
     struct inbound_listener **reverse; /* listen.reverse, one per entry */
     size_t nreverse;
-    struct tun *tun;             /* NULL unless the bundle has tun = {...} */
+    struct tun *tun;             /* while running: the device (tun = {...}) or the host's */
+    struct engine_host *host;    /* chute_options.packets_out: from new to free */
     struct flow_udp_table *udp;
     struct flow_tcp_table *tcp;  /* the TUN's TCP flows */
     struct engine_dp_stats dp;
@@ -105,6 +109,7 @@ struct engine {
     struct script *_loaded;  /* the loader's result, or NULL with _load_err */
     char _load_err[1024];
     ev_io _tun_io;
+    ev_async _host;              /* chute_engine_packets_in woke the loop */
     ev_prepare _flush;
     ev_timer _lwip;
     atomic_int _stop_requested;
@@ -139,6 +144,16 @@ int engine_load(struct engine *e, const char *dir, const char *src, char *err, s
  * does nothing when it has none. Returns -1 with |err| filled. */
 int engine_tun_start(struct engine *e, char *err, size_t errlen);
 void engine_tun_stop(struct engine *e);
+/* datapath.c: processes the host's queued packets (the ev_async fired). */
+void engine_host_drain(struct engine *e);
+
+/* host.c: the packet interface. engine_host_new applies |o|'s packets_out
+ * and protect_socket (0 when it has none); the rest any thread may call
+ * between new and free. */
+int engine_host_new(struct engine *e, const struct chute_options *o);
+void engine_host_free(struct engine *e);
+struct tun *engine_host_tun(const struct engine *e);
+int engine_packets_in(struct engine *e, const struct chute_packet *pkts, size_t n);
 
 /* dns_glue.c. Applies the bundle's dns = {...} to the resolver and the
  * server (|old| is the previous bundle's config, or NULL). */

@@ -36,10 +36,15 @@ struct outbound_connect {
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-/* Applies the env's interface and mark to a new upstream socket. */
+/* Applies the env's interface and mark to a new upstream socket, or hands
+ * it to the host's protect callback. */
 static int
 prepare_socket(const struct outbound_env *env, int fd)
 {
+    if (env->protect != NULL) {
+        int rc = env->protect(env->protect_arg, fd);
+        return rc > 0 ? -rc : rc < 0 ? -EPERM : 0;
+    }
     if (env->interface[0] != '\0' &&
         setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, env->interface, strlen(env->interface)) != 0)
         return -errno;

@@ -26,6 +26,11 @@ struct outbound_env {
      * policy-routing rule (SO_MARK). "" / 0 for neither. */
     char interface[16];
     uint32_t fwmark;
+    /* The embedding host's protect_socket (chute.h): when set, it is called
+     * with each upstream socket before connect instead of the two above;
+     * it returns 0 or an errno value. */
+    int (*protect)(void *arg, int fd);
+    void *protect_arg;
     /* The proxies and groups of the current bundle (NULL: none), and the
      * TLS context for Trojan and https proxies (NULL until one exists). */
     struct outbound_set *set;

@@ -11,7 +11,7 @@
 /* The queue holds a burst of a 1 MiB window at least (~700 packets at MTU
  * 1500) before it must flush early. */
 #define WQ_MIN (2u << 20)
-#define WQ_HDR 4 /* u32 length: a 64 KiB packet plus its virtio header */
+#define WQ_HDR TUN_WQ_HDR /* u32: a 64 KiB packet plus its virtio header */
 #define RD_SKEW 6
 
 /* With IFF_VNET_HDR each queued packet is [u32 length][virtio_net_hdr]
@@ -31,10 +31,11 @@ tun_io_init(struct tun *t, int batch)
     /* Each read slot starts 6 bytes into a 64-byte aligned stride, so the IP
      * header after a 10-byte virtio header lands on a 16-byte boundary. */
     t->stride = (t->bufsize + RD_SKEW + 63) & ~(size_t)63;
-    t->rbuf = aligned_alloc(64, t->stride * (size_t)t->batch);
+    /* The host endpoint's batches point into its queue (host.c). */
+    t->rbuf = t->host ? NULL : aligned_alloc(64, t->stride * (size_t)t->batch);
     t->wq_cap = WQ_MIN > 16 * t->bufsize ? WQ_MIN : 16 * t->bufsize;
     t->wq = malloc(t->wq_cap);
-    return t->rbuf && t->wq ? 0 : -1;
+    return (t->rbuf || t->host) && t->wq ? 0 : -1;
 }
 
 void
@@ -47,6 +48,8 @@ tun_io_fini(struct tun *t)
 int
 tun_read_batch(struct tun *t, struct tun_batch *b)
 {
+    if (t->host != NULL)
+        return tun_host_read(t, b);
     b->n = 0;
     while (b->n < (size_t)t->batch) {
         uint8_t *p = t->rbuf + b->n * t->stride + (t->vnet ? RD_SKEW : 0);
@@ -118,6 +121,10 @@ tun_wq_flush(struct tun *t)
     size_t off = 0;
     if (t->wq_count == 0)
         return;
+    if (t->host != NULL) {
+        tun_host_flush(t);
+        off = t->wq_used;
+    }
     while (off < t->wq_used) {
         uint32_t l;
         memcpy(&l, t->wq + off, WQ_HDR);

@@ -201,6 +201,8 @@ tun_close(struct tun *t)
     if (t->fd >= 0 && !t->borrowed)
         close(t->fd);
     tun_io_fini(t);
+    if (t->host != NULL)
+        tun_host_free(t);
     free(t->exclude);
     free(t);
 }
@@ -233,6 +235,8 @@ void
 tun_stats(const struct tun *t, struct tun_stats *out)
 {
     *out = t->st;
+    if (t->host != NULL)
+        tun_host_stats(t, out);
 }
 
 const struct log_counter tun_counters[] = {

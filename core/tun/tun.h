@@ -46,7 +46,9 @@ struct tun_gso {
     X(gso_out, gso_out)       /* offloaded packets written */                                      \
     X(batches, batches)       /* reads that returned at least one packet */                        \
     X(wq_flushes, wq_flushes) /* write queue flushes */                                            \
-    X(wq_drops, wq_drops)     /* packets the device refused (or too big) */
+    X(wq_drops, wq_drops)     /* packets the device refused (or too big) */                       \
+    X(host_full, host_full)   /* packets the host endpoint's queue had no room for */              \
+    X(host_drops, host_drops) /* packets pushed empty or longer than the MTU */
 
 struct tun_stats {
 #define X(field, key) uint64_t field;
@@ -84,6 +86,26 @@ struct tun *tun_open(const struct tun_opts *o, char *err, size_t errlen);
  * host app's, a test's), non-blocking, carrying bare IP packets; chute
  * neither configures nor closes it. */
 struct tun *tun_attach_fd(int fd, int mtu, int batch);
+
+/* The host endpoint (host.c): no device; a host app moves the packets.
+ * Its packets come in through tun_push, from any thread, into a bounded
+ * queue of |queue| MTU-sized slots that tun_read_batch drains on the loop
+ * as it would read the device; the write queue is the same, and a flush
+ * hands its packets to |out| in batches of up to |batch| instead of
+ * write()ing them (|b| and the bytes it points at are valid during the
+ * call). The engine wakes its loop itself after a push. */
+struct tun_packet {
+    const uint8_t *data;
+    size_t len;
+};
+typedef void (*tun_out_fn)(void *arg, const struct tun_batch *b);
+struct tun *tun_attach_host(int mtu, int batch, size_t queue, tun_out_fn out, void *arg);
+/* Copies as many of |n| packets as the queue has room for, in order, and
+ * returns that count (0: full). A packet longer than the MTU or empty is
+ * dropped, counted (host_drops) and counts as taken. Any thread. */
+size_t tun_push(struct tun *t, const struct tun_packet *pkts, size_t n);
+/* Packets pushed and not yet handed out by tun_read_batch. Any thread. */
+size_t tun_push_pending(struct tun *t);
 
 /* Removes what tun_open installed (routes, rules) and closes the device. */
 void tun_close(struct tun *t);

@@ -26,11 +26,19 @@ struct tun {
     uint8_t *wq;
     size_t wq_cap, wq_used, wq_count;
     struct tun_stats st;
+    struct tun_host *host; /* the host endpoint's queue (host.c); NULL for a device */
 };
 
 #define TUN_VNET_HDR 10 /* sizeof(struct virtio_net_hdr) */
+#define TUN_WQ_HDR 4    /* each queued packet's u32 length */
 
 int tun_io_init(struct tun *t, int batch);
+/* host.c: the host endpoint's halves of tun_read_batch and tun_wq_flush,
+ * and its share of tun_stats and tun_close. */
+int tun_host_read(struct tun *t, struct tun_batch *b);
+void tun_host_flush(struct tun *t);
+void tun_host_stats(const struct tun *t, struct tun_stats *st);
+void tun_host_free(struct tun *t);
 void tun_io_fini(struct tun *t);
 
 #endif

@@ -18,6 +18,9 @@
 #                              shell variables PREFIX_key (default S_key)
 #   cli CMD... / srv CMD...    run CMD in the client / server namespace
 #
+# CHUTE_VIA_HOST=1 runs a suite through examples/embed/host (the packet API)
+# instead of chute's own TUN device: CHUTE_VIA_HOST=1 ctest -R e2e/tun/
+#
 # TUN_EXTRA (Lua fields) is added to every bundle's tun = {...}: from the
 # environment it runs a test on another data path, e.g.
 #   TUN_EXTRA='offload = false' ctest -R e2e/tun/
@@ -374,6 +377,15 @@ tun_rules_present() {
 }
 
 tun_chute_start() {
+    if [ -n "${CHUTE_VIA_HOST:-}" ]; then
+        # CHUTE_VIA_HOST=1: the suite's chute is examples/embed/host, which
+        # the system's device and routes serve (spec/e2e/embed/host.bash).
+        # shellcheck source=embed/host.bash
+        . "$(dirname "${BASH_SOURCE[0]}")/embed/host.bash"
+        ip -n "$NS_CLI" link show dev "$TUN_DEV" >/dev/null 2>&1 || embed_tun_up
+        embed_host_start
+        return
+    fi
     [ -s "$CHUTE_LOG" ] && mv "$CHUTE_LOG" "$CHUTE_LOG.prev"
     : >"$CHUTE_LOG"
     ip netns exec "$NS_CLI" "$CHUTE" run "$BUNDLE" >>"$CHUTE_LOG" 2>&1 &
