@@ -186,7 +186,10 @@ req_step(struct http_h1_conn *c)
 static int
 final_head(struct http_h1_conn *c, const struct http_response *res, size_t n)
 {
-    int copy = c->cbs.on_response_head != NULL;
+    /* A client that asked to close must hear that we will: the origin's
+     * own Connection field says keep-alive, since it never saw the close. */
+    int closing = c->req.close && !http_connection_has(res->headers, res->num_headers, "close");
+    int copy = c->cbs.on_response_head != NULL || closing;
 
     if (http_fwd_response_init(&c->resp, &c->arena, &c->req, c->uin.p, n, res, copy) != 0)
         return -1;
@@ -195,7 +198,11 @@ final_head(struct http_h1_conn *c, const struct http_response *res, size_t n)
     c->uin.fwd = n;
     if (!copy)
         return 1;
-    c->cbs.on_response_head(c->arg, c, &c->resp);
+    if (c->cbs.on_response_head != NULL)
+        c->cbs.on_response_head(c->arg, c, &c->resp);
+    if (closing &&
+        http_fwd_field_set(&c->resp.fields, MEM_SLICE_LIT("Connection"), MEM_SLICE_LIT("close")) != 0)
+        return -1;
     if (c->cresp.active) { /* the owner wants the body whole first */
         http_buf_consume(&c->uin, n);
         return 1;
