@@ -130,8 +130,13 @@ engine_stats_log(struct engine *e)
     if (e->out.set != NULL) {
         char groups[1024];
         outbound_set_describe(e->out.set, groups, sizeof(groups));
-        if (groups[0] != '\0')
-            LOG_INFO("groups %s", groups);
+        /* One line per group: log lines never carry a line break. */
+        for (char *l = groups, *nl; *l != '\0'; l = nl) {
+            nl = l + strcspn(l, "\n");
+            if (*nl == '\n')
+                *nl++ = '\0';
+            LOG_INFO("groups %s", l);
+        }
         /* One line per proxy pool: "pool tj warm=12 cold=1 ...". */
         char pools[4096];
         outbound_set_pools_describe(e->out.set, pools, sizeof(pools));

@@ -103,9 +103,10 @@ tun_chute_start
 # groups_read: SIGUSR1, then the newest "groups" block as GRP_TEXT (one group a line).
 groups_read() {
     stats_read "${1:-S}"
-    GRP_TEXT=$(awk '/ info  groups / { blk = ""; sub(/.* info  groups /, ""); grab = 1 }
+    # The "groups" lines (one per group) right before the newest stats line.
+    GRP_TEXT=$(awk '/ info  groups / { if (!grab) blk = ""; sub(/.* info  groups /, "");
+                                      blk = blk $0 "\n"; grab = 1; next }
                   / stats flows_active=/ { if (grab) last = blk; grab = 0 }
-                  grab { blk = blk $0 "\n" }
                   END { printf "%s", last }' "$CHUTE_LOG")
 }
 group_line() { grep -E "^$1=" <<<"$GRP_TEXT" | head -n 1; }
