@@ -114,6 +114,13 @@ struct pool_req;
 struct pool_req *pool_acquire(struct pool *p, pool_conn_cb cb, void *arg);
 void pool_acquire_cancel(struct pool_req *r);
 
+/* The stream a hand-out's owner should keep once its retry is over (the
+ * proxy answered a byte): the connection under the pool's wrapper, which
+ * is freed, so a bare socket can be spliced by the relays. |s| itself
+ * when it is no wrapper or a retry may still come. Call with no callbacks
+ * set and not reading (a handshake that just ended). */
+struct io_stream *pool_stream_settle(struct io_stream *s);
+
 /* ---- demand.c: the size from the demand of the last minute ---------------- */
 
 #define POOL_DEMAND_SECONDS 60
