@@ -9,7 +9,7 @@
 #   close "idle-close N": the tests count the server side's connections.
 # Usage: proxypeer.py socks5|http ADDR PORT [--user U --pass P]
 #        [--cert F --key F] [--idle-close S] [--ready FILE]
-import argparse, socket, ssl, struct, sys, threading
+import argparse, select, socket, ssl, struct, sys, threading
 
 ap = argparse.ArgumentParser()
 ap.add_argument("proto", choices=["socks5", "http"])
@@ -114,16 +114,34 @@ def http(c):
     return u
 
 
-def pump(src, dst):
-    try:
-        while True:
-            d = src.recv(65536)
-            if not d:
-                break
-            dst.sendall(d)
-        dst.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
+def relay(c, u):
+    """Both ways on this thread (an SSL object is not for two threads). The
+    destination's end ends the tunnel: a TLS client gets close_notify."""
+    up_open = True
+    while True:
+        tls_pending = isinstance(c, ssl.SSLSocket) and c.pending() > 0
+        ready = [c] if tls_pending else select.select([c, u] if up_open else [u], [], [])[0]
+        for src in ready:
+            try:
+                d = src.recv(65536)
+            except ssl.SSLWantReadError:
+                continue
+            if src is c:
+                if d:
+                    u.sendall(d)
+                else:
+                    up_open = False
+                    u.shutdown(socket.SHUT_WR)
+                continue
+            if d:
+                c.sendall(d)
+                continue
+            if isinstance(c, ssl.SSLSocket):
+                c.settimeout(2)
+                c = c.unwrap()  # close_notify, then the client's
+            else:
+                c.shutdown(socket.SHUT_WR)
+            return
 
 
 def serve(c, n, ctx):
@@ -136,10 +154,7 @@ def serve(c, n, ctx):
         u = socks5(c) if a.proto == "socks5" else http(c)
         if u is None:
             return
-        t = threading.Thread(target=pump, args=(u, c), daemon=True)
-        t.start()
-        pump(c, u)
-        t.join()
+        relay(c, u)
     except Idle:
         log(f"idle-close {n}")
     except (OSError, EOFError, ValueError, ssl.SSLError):
@@ -147,6 +162,12 @@ def serve(c, n, ctx):
     finally:
         for s in (c, u):
             if s is not None:
+                try:
+                    if isinstance(s, ssl.SSLSocket):
+                        s.settimeout(1)
+                        s.unwrap()  # close_notify: the client keeps the session
+                except (OSError, ValueError, ssl.SSLError):
+                    pass
                 try:
                     s.close()
                 except OSError:
