@@ -13,7 +13,8 @@
 # and the next flow still succeeds. Last, Shadowsocks with pool = {}
 # ("ssp"; off by default for proxies without TLS) is handed warm
 # connections too. (ss-server's -t does not close a connection that has
-# sent nothing yet, so it cannot play a server closing idle connections.)
+# sent nothing yet, so it cannot play a server closing idle connections:
+# 12-pool-peers.sh does that with proxypeer.py.)
 . "$(dirname "$0")/outlib.bash"
 need_root
 need_cmd trojan openssl ss-server
