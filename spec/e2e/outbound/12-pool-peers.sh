@@ -14,6 +14,7 @@
 #   the https pool resumes its TLS sessions;
 # - 200 parallel new flows at once open no more connections at the server
 #   than the 200 flows' own plus the pool's max_idle.
+# shellcheck disable=SC2154 # pool_read and stats_read set PREFIX_key variables
 . "$(dirname "$0")/outlib.bash"
 need_root
 need_cmd microsocks openssl
