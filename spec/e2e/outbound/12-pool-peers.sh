@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # pool_read and stats_read set PREFIX_key variables
 # Pools of SOCKS5 and https proxies through the TUN, the servers 50 ms
 # away (delay_link_start, as in 11-pool.sh):
 # - SOCKS5 pools hold greeted and authenticated connections: through
@@ -14,7 +15,6 @@
 #   the https pool resumes its TLS sessions;
 # - 200 parallel new flows at once open no more connections at the server
 #   than the 200 flows' own plus the pool's max_idle.
-# shellcheck disable=SC2154 # pool_read and stats_read set PREFIX_key variables
 . "$(dirname "$0")/outlib.bash"
 need_root
 need_cmd microsocks openssl
