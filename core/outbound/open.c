@@ -15,6 +15,8 @@
  * Trojan and https proxies) and the proxy's protocol for this destination
  * is spoken over it (the table below):
  *   socks5, http    a handshake, then the transport itself is the path
+ *                   (a pooled SOCKS5 connection is greeted already: only
+ *                   the CONNECT request is left, set_pool.c)
  *   shadowsocks     a stream at once (the header rides the first bytes)
  *   trojan          a stream that sends the header first
  * What is delivered is always a stream; a bare socket's is spliced by the
@@ -40,6 +42,7 @@ struct outbound_open {
     struct outbound_result res;
     uint8_t *extra;                /* the proxy's early bytes, until delivered */
     int udp;                       /* Trojan: UDP ASSOCIATE instead of CONNECT */
+    int pooled;                    /* the transport came from a pool (SOCKS5: greeted) */
     outbound_open_cb cb;
     void *arg;
 };
@@ -169,14 +172,17 @@ on_hs(void *arg, int err, const char *why, const uint8_t *extra, size_t extra_le
         o->res.extra_len = extra_len;
     }
     o->s = NULL;
-    deliver_stream(o, s);
+    /* A pooled connection's retry is over once the proxy answered: the
+     * bare socket under it goes on, and the relays can splice it. */
+    deliver_stream(o, pool_stream_settle(s));
 }
 
 static void
 start_socks5(struct outbound_open *o, struct io_stream *transport)
 {
     o->s = transport;
-    o->hs = outbound_socks5_connect(transport, o->p, &o->dst, on_hs, o);
+    o->hs = o->pooled ? outbound_socks5_request(transport, o->p, &o->dst, on_hs, o)
+                      : outbound_socks5_connect(transport, o->p, &o->dst, on_hs, o);
     if (o->hs == NULL)
         fail(o, ENOMEM, "out of memory");
 }
@@ -325,6 +331,7 @@ outbound_open(const struct outbound_env *env, int policy, const struct flow_addr
         o->proto = &protos[o->p->type];
         o->state = O_TRANSPORT;
         struct pool *pool = o->set != NULL ? outbound_set_pool(o->set, o->policy) : NULL;
+        o->pooled = pool != NULL;
         o->tr = outbound_transport_open(env, o->p, pool, o->proto->tls(o->p), o->proto->alpn,
                                         o->proto->nalpn, timeout, on_transport, o);
     }

@@ -72,6 +72,16 @@ typedef void (*outbound_hs_cb)(void *arg, int err, const char *why, const uint8_
 struct outbound_hs *outbound_socks5_connect(struct io_stream *s, const struct outbound_proxy *p,
                                             const struct flow_addr *dst, outbound_hs_cb cb,
                                             void *arg);
+/* socks5.c, the two halves of a connect for a pool (set_pool.c): greet
+ * runs the greeting and the auth only, ahead of any flow (success: the
+ * connection is ready for a request; |extra| would be bytes the proxy sent
+ * unasked); request sends only the CONNECT on a connection greet made
+ * ready, and reads the reply as outbound_socks5_connect does. */
+struct outbound_hs *outbound_socks5_greet(struct io_stream *s, const struct outbound_proxy *p,
+                                          outbound_hs_cb cb, void *arg);
+struct outbound_hs *outbound_socks5_request(struct io_stream *s, const struct outbound_proxy *p,
+                                            const struct flow_addr *dst, outbound_hs_cb cb,
+                                            void *arg);
 /* socks5.c: UDP ASSOCIATE (from 0.0.0.0:0) on the control connection |s|;
  * on success |extra| is the whole reply (its BND.ADDR is the relay). */
 struct outbound_hs *outbound_socks5_associate(struct io_stream *s,

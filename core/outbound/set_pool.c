@@ -23,7 +23,10 @@
 
 struct pooled_open {
     struct outbound_set *set; /* a reference while it runs: the proxy lives in it */
+    const struct outbound_proxy *p;
     struct outbound_transport *t;
+    struct outbound_hs *hs;   /* SOCKS5: the greeting ahead of the flow */
+    struct io_stream *s;      /* the transport while it runs */
     struct ev_loop *loop;
     ev_timer timer;
     pool_conn_cb cb;
@@ -44,22 +47,63 @@ finish(struct pooled_open *po, struct io_stream *s, int err, const char *why)
 }
 
 static void
+on_greeted(void *arg, int err, const char *why, const uint8_t *extra, size_t extra_len)
+{
+    struct pooled_open *po = arg;
+    struct io_stream *s = po->s;
+
+    po->hs = NULL;
+    po->s = NULL;
+    if (err == 0 && extra_len > 0) {
+        err = EPROTO;
+        why = "socks5: proxy sent bytes after its greeting reply";
+    }
+    if (err != 0) {
+        io_close(s, 1);
+        s = NULL;
+    }
+    finish(po, s, err, why);
+}
+
+/* SOCKS5 connections are greeted (and authenticated) before they go into
+ * the pool: a flow then sends its CONNECT only (open.c). HTTP CONNECT has
+ * nothing to do ahead of the request, so its pool holds bare TCP (or TLS)
+ * connections; Shadowsocks and Trojan send their header with the data. */
+static void
 on_open(void *arg, struct io_stream *s, int err, const char *why)
 {
     struct pooled_open *po = arg;
 
     po->t = NULL;
-    finish(po, s, err, why);
+    if (s == NULL || po->p->type != OUTBOUND_SOCKS5) {
+        finish(po, s, err, why);
+        return;
+    }
+    po->s = s;
+    po->hs = outbound_socks5_greet(s, po->p, on_greeted, po);
+    if (po->hs == NULL) {
+        po->s = NULL;
+        io_close(s, 1);
+        finish(po, NULL, ENOMEM, "out of memory");
+    }
 }
 
 static void
 on_fill_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct pooled_open *po = w->data;
-    const char *why = outbound_transport_timeout_why(po->t);
+    const char *why =
+        po->t != NULL ? outbound_transport_timeout_why(po->t) : "socks5: greeting timeout";
 
-    outbound_transport_cancel(po->t);
+    if (po->t != NULL)
+        outbound_transport_cancel(po->t);
+    if (po->hs != NULL)
+        outbound_hs_cancel(po->hs);
+    if (po->s != NULL)
+        io_close(po->s, 1);
     po->t = NULL;
+    po->hs = NULL;
+    po->s = NULL;
     finish(po, NULL, ETIMEDOUT, why);
 }
 
@@ -79,6 +123,7 @@ slot_open(void *ud, pool_conn_cb cb, void *arg)
     outbound_transport_kind(p, &tls, &alpn, &nalpn);
     po->cb = cb;
     po->arg = arg;
+    po->p = p;
     po->t = outbound_transport_open(s->env, p, NULL, tls, alpn, nalpn, FILL_TIMEOUT, on_open, po);
     if (po->t == NULL) {
         free(po);
@@ -101,6 +146,10 @@ slot_cancel(void *handle)
     ev_timer_stop(po->loop, &po->timer);
     if (po->t != NULL)
         outbound_transport_cancel(po->t);
+    if (po->hs != NULL)
+        outbound_hs_cancel(po->hs);
+    if (po->s != NULL)
+        io_close(po->s, 1);
     free(po);
     outbound_set_unref(set);
 }

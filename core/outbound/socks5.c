@@ -5,9 +5,14 @@
 
 enum { WAIT_METHOD, WAIT_AUTH, WAIT_REPLY };
 
+/* What one handshake covers: the whole of it, or a pool's two halves (a
+ * connection greeted ahead, the request later on another call). */
+enum mode { FULL, GREET, REQUEST };
+
 struct socks5 {
     struct outbound_hs hs;
     int associate;         /* UDP ASSOCIATE: the caller wants the whole reply */
+    enum mode mode;
     /* Built at the start, sent when the proxy asks for them. */
     size_t auth_len, req_len;
     uint8_t auth[OUTBOUND_SOCKS5_AUTH_MAX];
@@ -41,6 +46,20 @@ rep_error(uint8_t rep)
     return (struct rep_error){EPROTO, "socks5: unknown reply code"};
 }
 
+/* The greeting (and auth) is over: a pool's GREET ends here, done. */
+static int
+greeted(struct socks5 *x)
+{
+    struct outbound_hs *h = &x->hs;
+
+    if (x->mode == GREET) {
+        outbound_hs_done(h, 0); /* bytes behind the reply: the caller refuses them */
+        return 1;
+    }
+    h->state = WAIT_REPLY;
+    return outbound_hs_send(h, x->req, x->req_len) < 0;
+}
+
 static int
 on_method(struct socks5 *x)
 {
@@ -55,10 +74,8 @@ on_method(struct socks5 *x)
         return 1;
     }
     outbound_hs_consume(h, (size_t)r);
-    if (method == OUTBOUND_SOCKS5_NOAUTH) {
-        h->state = WAIT_REPLY;
-        return outbound_hs_send(h, x->req, x->req_len) < 0;
-    }
+    if (method == OUTBOUND_SOCKS5_NOAUTH)
+        return greeted(x);
     if (method == OUTBOUND_SOCKS5_USERPASS && x->auth_len > 0) {
         h->state = WAIT_AUTH;
         return outbound_hs_send(h, x->auth, x->auth_len) < 0;
@@ -88,8 +105,7 @@ on_auth(struct socks5 *x)
         return 1;
     }
     outbound_hs_consume(h, (size_t)r);
-    h->state = WAIT_REPLY;
-    return outbound_hs_send(h, x->req, x->req_len) < 0;
+    return greeted(x);
 }
 
 static int
@@ -155,13 +171,28 @@ static const struct outbound_hs_proto socks5_proto = {
 
 static struct outbound_hs *
 start(struct io_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
-      int associate, outbound_hs_cb cb, void *arg);
+      int associate, enum mode mode, outbound_hs_cb cb, void *arg);
 
 struct outbound_hs *
 outbound_socks5_connect(struct io_stream *s, const struct outbound_proxy *p,
                         const struct flow_addr *dst, outbound_hs_cb cb, void *arg)
 {
-    return start(s, p, dst, 0, cb, arg);
+    return start(s, p, dst, 0, FULL, cb, arg);
+}
+
+struct outbound_hs *
+outbound_socks5_greet(struct io_stream *s, const struct outbound_proxy *p, outbound_hs_cb cb,
+                      void *arg)
+{
+    static const struct flow_addr none = {.kind = FLOW_ADDR_IP4};
+    return start(s, p, &none, 0, GREET, cb, arg);
+}
+
+struct outbound_hs *
+outbound_socks5_request(struct io_stream *s, const struct outbound_proxy *p,
+                        const struct flow_addr *dst, outbound_hs_cb cb, void *arg)
+{
+    return start(s, p, dst, 0, REQUEST, cb, arg);
 }
 
 struct outbound_hs *
@@ -170,12 +201,12 @@ outbound_socks5_associate(struct io_stream *s, const struct outbound_proxy *p,
 {
     /* The client's address is not known before it sends: 0.0.0.0:0 says so. */
     static const struct flow_addr any = {.kind = FLOW_ADDR_IP4};
-    return start(s, p, &any, 1, cb, arg);
+    return start(s, p, &any, 1, FULL, cb, arg);
 }
 
 static struct outbound_hs *
 start(struct io_stream *s, const struct outbound_proxy *p, const struct flow_addr *dst,
-      int associate, outbound_hs_cb cb, void *arg)
+      int associate, enum mode mode, outbound_hs_cb cb, void *arg)
 {
     struct outbound_hs *h = outbound_hs_new(s, sizeof(struct socks5), &socks5_proto,
                                             offsetof(struct socks5, in),
@@ -202,8 +233,14 @@ start(struct io_stream *s, const struct outbound_proxy *p, const struct flow_add
     }
     x->req_len = (size_t)n;
     x->associate = associate;
+    x->mode = mode;
     if (associate)
         x->req[1] = 3; /* CMD: UDP ASSOCIATE */
+    if (mode == REQUEST) {
+        h->state = WAIT_REPLY;
+        outbound_hs_send(h, x->req, x->req_len);
+        return outbound_hs_started(h);
+    }
     outbound_hs_send(h, greeting, outbound_hs_socks5_greeting(greeting, with_auth));
     return outbound_hs_started(h);
 }

@@ -280,7 +280,8 @@ static const struct io_stream_ops guard_ops = {
     .read_start = guard_read_start,
     .read_stop = guard_read_stop,
     /* No splice_fd: the relays release a spliced stream as a bare socket's
-     * (io_fd_release), which this is not. */
+     * (io_fd_release), which this is not; pool_stream_settle hands them
+     * the socket's own stream instead. */
     .close = guard_close,
 };
 
@@ -319,4 +320,19 @@ pool_guard_new(struct pool *p, struct io_stream *inner)
     io_soon_init(&g->kick, on_kick, g);
     io_set_callbacks(inner, on_inner_readable, on_inner_drain, g);
     return &g->s;
+}
+
+struct io_stream *
+pool_stream_settle(struct io_stream *s)
+{
+    struct guard *g = (struct guard *)s;
+
+    if (s->ops != &guard_ops || g->p != NULL || busy(g) || g->err != 0 || g->in_cb)
+        return s;
+    struct io_stream *inner = s->inner;
+    io_set_callbacks(inner, NULL, NULL, NULL);
+    if (g->reading)
+        io_read_stop(inner);
+    guard_free(g);
+    return inner;
 }

@@ -9,7 +9,12 @@
  * (Trojan, Shadowsocks, SOCKS5 and HTTP CONNECT all name the target per
  * connection), so a pool pre-pays the handshakes only; a connection handed
  * out never comes back. The protocol's own header goes out with the flow's
- * first bytes, over the handed-out stream (core/outbound).
+ * first bytes, over the handed-out stream (core/outbound). What is
+ * pre-paid, per protocol (the connector's business, set_pool.c): Trojan
+ * and https proxies TCP + TLS; SOCKS5 TCP + the greeting and the RFC 1929
+ * auth (a hand-out sends only the CONNECT request); Shadowsocks and plain
+ * HTTP CONNECT only TCP (CONNECT has nothing to send ahead of the
+ * request).
  *
  * The pool knows nothing of proxies: it gets a connector (how to open one
  * connection to its server) from its owner, core/outbound, which sits above
@@ -113,6 +118,13 @@ struct pool_req;
  * out of memory. */
 struct pool_req *pool_acquire(struct pool *p, pool_conn_cb cb, void *arg);
 void pool_acquire_cancel(struct pool_req *r);
+
+/* The stream a hand-out's owner should keep once its retry is over (the
+ * proxy answered a byte): the connection under the pool's wrapper, which
+ * is freed, so a bare socket can be spliced by the relays. |s| itself
+ * when it is no wrapper or a retry may still come. Call with no callbacks
+ * set and not reading (a handshake that just ended). */
+struct io_stream *pool_stream_settle(struct io_stream *s);
 
 /* ---- demand.c: the size from the demand of the last minute ---------------- */
 

@@ -13,7 +13,8 @@
 # and the next flow still succeeds. Last, Shadowsocks with pool = {}
 # ("ssp"; off by default for proxies without TLS) is handed warm
 # connections too. (ss-server's -t does not close a connection that has
-# sent nothing yet, so it cannot play a server closing idle connections.)
+# sent nothing yet, so it cannot play a server closing idle connections:
+# 12-pool-peers.sh does that with proxypeer.py.)
 . "$(dirname "$0")/outlib.bash"
 need_root
 need_cmd trojan openssl ss-server
@@ -53,25 +54,10 @@ LUA
 bundle 4
 tun_chute_start
 
-# pool_read NAME PREFIX: NAME's line in the newest stats block (after a
-# stats_read) as shell variables PREFIX_key; fails when the block has none.
-pool_read() {
-    local line kv prev at
-    prev=$(grep -n -E ' stats flows_active=' "$CHUTE_LOG" | tail -n 2 | head -n -1 | cut -d: -f1)
-    at=$(grep -n -E " pool $1 " "$CHUTE_LOG" | tail -n 1)
-    [ -n "$at" ] && [ "${at%%:*}" -gt "${prev:-0}" ] || fail "no 'pool $1' line in the newest stats"
-    line=${at#*:}
-    for kv in $(grep -o -E '[a-z_]+=[0-9]+' <<<"$line"); do
-        printf -v "${2}_${kv%%=*}" '%s' "${kv#*=}"
-    done
-}
-
 ttfb() {
     cli_curl -o /dev/null -w '%{time_starttransfer}\n' -H "Connection: close" --max-time 10 \
         "http://$SRV4:$1/small" || fail "a fetch through port $1 failed"
 }
-
-median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 check "a first fetch through each proxy (cold; the TLS session gets cached)"
 ttfb "$HTTP_PORT" >/dev/null

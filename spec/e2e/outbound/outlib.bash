@@ -177,3 +177,42 @@ wait_stopped() {
     return 1
 }
 
+
+# peer_start NAME socks5|http ADDR PORT [ARGS...]  proxypeer.py (a small
+# SOCKS5 or HTTP CONNECT proxy; ARGS: --user U --pass P, --cert F --key F
+# for TLS, --idle-close S) in the server namespace; its log, one
+# "accept N" line per connection, in $NETNS_TMP/peer-NAME.log.
+peer_start() {
+    local name=$1
+    shift
+    bg_in "$NS_SRV" "$NETNS_TMP/peer-$name.log" "$PY" "$(dirname "${BASH_SOURCE[0]}")/proxypeer.py" \
+        "$@" --ready "$NETNS_TMP/peer-$name.ready"
+    wait_file "$NETNS_TMP/peer-$name.ready" 10 || fail "proxypeer $name did not start: $(tail -n 3 "$NETNS_TMP/peer-$name.log")"
+}
+
+# peer_accepts NAME: how many connections peer NAME has accepted.
+peer_accepts() { grep -c '^accept ' "$NETNS_TMP/peer-$1.log" || true; }
+
+# self_cert DIR CN: a self-signed RSA certificate DIR/srv.crt, DIR/srv.key.
+self_cert() {
+    mkdir -p "$1"
+    [ -f "$1/srv.crt" ] && return 0
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$2" -addext "subjectAltName=DNS:$2" \
+        -keyout "$1/srv.key" -out "$1/srv.crt" >"$1/openssl.log" 2>&1 || fail "openssl: $(tail -n 3 "$1/openssl.log")"
+}
+
+# pool_read NAME PREFIX: NAME's line in the newest stats block (after a
+# stats_read) as shell variables PREFIX_key; fails when the block has none.
+pool_read() {
+    local line kv prev at
+    prev=$(grep -n -E ' stats flows_active=' "$CHUTE_LOG" | tail -n 2 | head -n -1 | cut -d: -f1)
+    at=$(grep -n -E " pool $1 " "$CHUTE_LOG" | tail -n 1)
+    [ -n "$at" ] && [ "${at%%:*}" -gt "${prev:-0}" ] || fail "no 'pool $1' line in the newest stats"
+    line=${at#*:}
+    for kv in $(grep -o -E '[a-z_]+=[0-9]+' <<<"$line"); do
+        printf -v "${2}_${kv%%=*}" '%s' "${kv#*=}"
+    done
+}
+
+# median: the median of the numbers on stdin, one a line.
+median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
