@@ -489,7 +489,7 @@ struct result {
     size_t dc_size[2];
     uint64_t dc_hits[2];
     double res_med_ns, res_lookup_ns; /* a name reaching an IP rule, its answer cached */
-    size_t res_flows, res_wrong;
+    size_t res_flows, res_lookups, res_wrong;
 };
 
 static void
@@ -694,7 +694,11 @@ bench_resolve(struct script *s, struct result *r, const char *dir)
         look[k] = (double)(c - b) * tick_ns;
         r->res_wrong += f->policy != FLOW_POLICY_REJECT;
     }
+    struct dns_resolver_stats st;
+    dns_resolver_stats(res, &st);
     r->res_flows = n;
+    r->res_lookups = (size_t)st.queries; /* one per flow, answered from memory, none sent */
+    r->res_wrong += st.sent != 0 || st.hosts_hits + st.cache_hits != n;
     r->res_med_ns = pct_dbl(all, n, 500);
     r->res_lookup_ns = pct_dbl(look, n, 500);
     free(all);
@@ -832,8 +836,8 @@ print_row(const char *mode, const struct result *r)
         for (int i = 0; i < 2; i++)
             printf("row dc%-2d %9.1f %9.1f %7zu %6.1f%%\n", i, r->dc_med[i], r->dc_s50[i],
                    r->dc_size[i], 100.0 * (double)r->dc_hits[i] / (2.0 * DC_GETS));
-        printf("row res  %9.1f %9.1f %7zu %6zu\n", r->res_med_ns, r->res_lookup_ns, r->res_flows,
-               r->res_wrong);
+        printf("row res  %9.1f %9.1f %7zu %6zu %7zu\n", r->res_med_ns, r->res_lookup_ns,
+               r->res_flows, r->res_wrong, r->res_lookups);
     }
 }
 
