@@ -105,7 +105,7 @@ struct load_ctx {
 
 /* IN-TYPE names as mihomo spells them (its C.Type), to chute's inbounds.
  * mihomo's HTTP listener makes a CONNECT an HTTPS inbound and a plain
- * forwarded request an HTTP one (listener/http: inbound.NewHTTPS for
+ * forwarded request an HTTP one (listener/http/proxy.go: inbound.NewHTTPS for
  * CONNECT, inbound.NewHTTP otherwise), and so does chute's. The types
  * chute has no listener for are valid and never match. */
 int
