@@ -54,6 +54,6 @@ while IFS= read -r line; do
         failed=1
     fi
 done <"$corpus/decisions.txt"
-echo "ok   $n corpus queries through chute route"
+echo "ran  $n corpus queries through chute route"
 
 exit $failed
