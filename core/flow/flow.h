@@ -33,6 +33,8 @@ struct flow {
     uint64_t id;
     enum flow_network network;
     enum flow_inbound inbound;
+    uint8_t http_plain;       /* FLOW_IN_HTTP: a forwarded plain request (mihomo's IN-TYPE
+                               * HTTP), not a CONNECT tunnel (its HTTPS) */
     struct sockaddr_storage src;
     struct sockaddr_storage local; /* what the client's socket is connected to: the
                                     * listener (proxies) or the destination (TUN) */

@@ -235,6 +235,7 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
     memset(&c->flow, 0, sizeof(c->flow));
     c->flow.network = FLOW_TCP;
     c->flow.inbound = FLOW_IN_HTTP;
+    c->flow.http_plain = !req->connect;
     c->flow.src = src;
     c->flow.local = local;
     c->flow.dst = dst;

@@ -24,7 +24,9 @@ struct cursor {
     unsigned line;
     int yaml;       /* a YAML payload list, not one entry per line */
     int in_list;    /* the payload key was seen */
-    int flow_empty; /* "payload: []" */
+    int flow_empty; /* "payload: []", or a flow list closed: no more items */
+    int flow;       /* inside "payload: [ ... ]" (YAML flow style, over any lines) */
+    int flow_sep;   /* in it, an item was read: a ',' or the ']' comes next */
     size_t indent;  /* of the first item, SIZE_MAX before it */
 };
 
@@ -207,6 +209,12 @@ yaml_line(struct cursor *c, struct mem_slice raw, struct mem_slice t, struct mem
             c->flow_empty = 1;
             return SKIP;
         }
+        if (rest.ptr[0] == '[') { /* read on from just after the '[' */
+            c->flow = 1;
+            c->p = rest.ptr + 1;
+            c->flow_sep = 0; /* c->line stays this one: flow_next counts line ends */
+            return SKIP;
+        }
         return invalid(msg, msglen, "unsupported YAML after the key: '%s'", RULES_SHOWN(rest));
     }
     if (!c->in_list)
@@ -227,13 +235,108 @@ yaml_line(struct cursor *c, struct mem_slice raw, struct mem_slice t, struct mem
     return yaml_scalar(trim(mem_slice(t.ptr + 1, t.len - 1)), out, msg, msglen);
 }
 
+/* Invalid YAML in a flow list: the rest of the list is not read (where it
+ * resumes is a guess), and the parse ends after this error. */
+static int
+flow_abandon(struct cursor *c)
+{
+    c->flow = 0;
+    c->flow_empty = 1;
+    c->p = c->end;
+    return INVALID;
+}
+
+/* The next item of "payload: [a, 'b', ...]", which may span lines and hold
+ * "#" comments. As in YAML, an unquoted ',' ends an item: a classical rule
+ * ("DOMAIN,a.com") or a regex with {m,n} must be quoted. SKIP after ']'. */
+static int
+flow_next(struct cursor *c, struct mem_slice *out, char *msg, size_t msglen)
+{
+    for (;;) {
+        while (c->p < c->end && (is_space(*c->p) || *c->p == '\n' || *c->p == '\r'))
+            if (*c->p++ == '\n')
+                c->line++;
+        if (c->p >= c->end) {
+            invalid(msg, msglen, "'payload: [' without its closing ']'");
+            return flow_abandon(c);
+        }
+        const char *s = c->p;
+        if (*s == '#') {
+            while (c->p < c->end && *c->p != '\n' && *c->p != '\r')
+                c->p++;
+            continue;
+        }
+        if (*s == ']') {
+            c->p++;
+            c->line--; /* take_line counts the rest of this line again */
+            struct mem_slice rest = trim(take_line(c));
+            c->flow = 0;
+            c->flow_empty = 1;
+            if (rest.len > 0 && rest.ptr[0] != '#')
+                return invalid(msg, msglen, "text after the payload list's ']': '%s'",
+                               RULES_SHOWN(rest));
+            return SKIP;
+        }
+        if (*s == ',') {
+            c->p++;
+            if (!c->flow_sep) {
+                invalid(msg, msglen, "an empty item in the payload list (',,' or '[,')");
+                return flow_abandon(c);
+            }
+            c->flow_sep = 0;
+            continue;
+        }
+        if (c->flow_sep) {
+            invalid(msg, msglen, "expected ',' or ']' between payload items, got '%s'",
+                    RULES_SHOWN(mem_slice(s, (size_t)(c->end - s))));
+            return flow_abandon(c);
+        }
+        c->flow_sep = 1;
+        if (*s == '\'' || *s == '"') {
+            const char *q = s + 1;
+            while (q < c->end && *q != *s && *q != '\n' && *q != '\r')
+                q++;
+            struct mem_slice t = mem_slice(s, (size_t)(q - s));
+            if (q >= c->end || *q != *s) {
+                invalid(msg, msglen, "unterminated quote in '%s'", RULES_SHOWN(t));
+                return flow_abandon(c);
+            }
+            if ((*s == '\'' && q + 1 < c->end && q[1] == '\'') ||
+                (*s == '"' && memchr(s, '\\', (size_t)(q - s)))) {
+                invalid(msg, msglen, "YAML escapes are not supported in '%s'", RULES_SHOWN(t));
+                return flow_abandon(c);
+            }
+            *out = mem_slice(s + 1, (size_t)(q - s - 1));
+            c->p = q + 1;
+            return ITEM;
+        }
+        while (c->p < c->end && *c->p != ',' && *c->p != ']' && *c->p != '\n' &&
+               *c->p != '\r' && !(*c->p == '#' && is_space(c->p[-1])))
+            c->p++;
+        *out = trim(mem_slice(s, (size_t)(c->p - s)));
+        if (strchr("*&!|>%@`{}[", *s) != NULL) {
+            invalid(msg, msglen, "unsupported YAML '%s' (quote the item)", RULES_SHOWN(*out));
+            return flow_abandon(c);
+        }
+        return ITEM;
+    }
+}
+
 /* The next significant line or payload item, or INVALID with |msg|. */
 static int
 next(struct cursor *c, struct mem_slice *out, char *msg, size_t msglen)
 {
-    while (c->p < c->end) {
-        struct mem_slice raw = take_line(c), t = trim(raw), name, rest;
+    for (;;) {
         int r;
+        if (c->flow) {
+            r = flow_next(c, out, msg, msglen);
+            if (r == INVALID || (r == ITEM && out->len > 0))
+                return r;
+            continue;
+        }
+        if (c->p >= c->end)
+            break;
+        struct mem_slice raw = take_line(c), t = trim(raw), name, rest;
 
         if (t.len == 0 || is_comment(t))
             continue;

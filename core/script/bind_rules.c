@@ -39,7 +39,7 @@ struct cond {
     unsigned prefix;
     uint16_t (*ranges)[2];   /* ports: inclusive ranges ("80/443/8000-9000") */
     size_t nranges;
-    uint8_t in_types;        /* IN-TYPE: bit per enum flow_inbound */
+    uint8_t in_types;        /* IN-TYPE: bit per script_in_type_of slot */
     struct rules_regexes *re;
     struct rules_wildcards *wild;
     int ref;                 /* RULE-SET, FUNC: a registry reference */
@@ -428,7 +428,7 @@ cond_match(lua_State *L, const struct cond *c, struct flow *f, const char **fn_p
                in_ranges(c, port);
     case C_IN_TYPE:
         f->_reads |= FLOW_READ_UNCACHEABLE;
-        return (unsigned)f->inbound < 8 && (c->in_types & (1u << f->inbound)) != 0;
+        return (c->in_types & (1u << script_in_type_of(f))) != 0;
     case C_NETWORK:
         return (f->network == FLOW_UDP) == (strcmp(c->text, "udp") == 0);
     case C_PROC_NAME:

@@ -31,7 +31,8 @@ struct ruleset {
     struct rules_wildcards *wild;  /* DOMAIN-WILDCARD, Clash "*.a.com" */
     struct rules_regexes *proc_re; /* PROCESS-NAME-REGEX */
     struct rules_ports *inport;    /* IN-PORT */
-    uint32_t in_type_tag[3];       /* IN-TYPE, by enum flow_inbound: the line, 0 if none */
+    uint32_t in_type_tag[SCRIPT_IN_SLOTS]; /* IN-TYPE, by script_in_type_of: the line, 0 if none */
+    int has_in_type;
     uint32_t network_tag[2];       /* NETWORK,tcp / udp: the line, 0 if none */
     char **procs;                  /* PROCESS-NAME / -PATH values, with their lines */
     uint32_t *proc_tags;
@@ -102,10 +103,19 @@ struct load_ctx {
     char first_type[32];
 };
 
-/* IN-TYPE names as mihomo spells them (its C.Type), to the inbound chute
- * has for each: chute's HTTP listener serves CONNECT (mihomo's HTTPS) and
- * plain requests (HTTP) as one inbound, so both match its flows; the types
+/* IN-TYPE names as mihomo spells them (its C.Type), to chute's inbounds.
+ * mihomo's HTTP listener makes a CONNECT an HTTPS inbound and a plain
+ * forwarded request an HTTP one (listener/http/proxy.go: inbound.NewHTTPS for
+ * CONNECT, inbound.NewHTTP otherwise), and so does chute's. The types
  * chute has no listener for are valid and never match. */
+int
+script_in_type_of(const struct flow *f)
+{
+    if (f->inbound == FLOW_IN_HTTP && f->http_plain)
+        return SCRIPT_IN_HTTP_PLAIN;
+    return (int)f->inbound;
+}
+
 int
 script_in_types(struct mem_slice v, uint8_t *mask)
 {
@@ -120,8 +130,10 @@ script_in_types(struct mem_slice v, uint8_t *mask)
         int in = -1, known = 0;
         if (mem_slice_ieq(t, "SOCKS") || mem_slice_ieq(t, "SOCKS5"))
             in = FLOW_IN_SOCKS;
-        else if (mem_slice_ieq(t, "HTTP") || mem_slice_ieq(t, "HTTPS"))
+        else if (mem_slice_ieq(t, "HTTPS"))
             in = FLOW_IN_HTTP;
+        else if (mem_slice_ieq(t, "HTTP"))
+            in = SCRIPT_IN_HTTP_PLAIN;
         else if (mem_slice_ieq(t, "TUN"))
             in = FLOW_IN_TUN;
         for (size_t i = 0; in < 0 && i < sizeof(never) / sizeof(never[0]); i++)
@@ -186,9 +198,10 @@ on_entry(void *arg, const struct rules_entry *e)
                      (int)(e->value.len > 64 ? 64 : e->value.len), e->value.ptr);
             rc = -1;
         }
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < SCRIPT_IN_SLOTS; i++)
             if ((mask & (1u << i)) && rs->in_type_tag[i] == 0)
                 rs->in_type_tag[i] = tag;
+        rs->has_in_type = 1;
         break;
     case RULES_T_IP_CIDR:
         rc = rules_cidrs_add(rs->dst, e->family, e->addr, e->prefix, tag);
@@ -482,9 +495,8 @@ script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line)
         f->_reads |= FLOW_READ_UNCACHEABLE;
         better(rules_ports_match(rs->inport, lp, &tag), &tag, &best);
     }
-    if ((rs->in_type_tag[0] | rs->in_type_tag[1] | rs->in_type_tag[2]) != 0 &&
-        (unsigned)f->inbound < 3) {
-        uint32_t it = rs->in_type_tag[f->inbound];
+    if (rs->has_in_type && f->inbound != FLOW_IN_REVERSE) {
+        uint32_t it = rs->in_type_tag[script_in_type_of(f)];
         f->_reads |= FLOW_READ_UNCACHEABLE; /* the cache's key has no inbound */
         better(it != 0, &it, &best);
     }

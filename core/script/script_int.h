@@ -221,9 +221,15 @@ int script_l_ruleset(lua_State *L);
 /* Pushes Surge's internal rule set |name| ("LAN", "SYSTEM") and returns 1,
  * or 0 (nothing pushed) for another name. */
 int script_ruleset_builtin(lua_State *L, const char *name);
-/* IN-TYPE's value ("HTTP/SOCKS5", mihomo's names) as a bit per enum
- * flow_inbound in |mask|; -1 for a name mihomo does not have. */
+/* IN-TYPE's value ("HTTP/SOCKS5", mihomo's names) as a bit per slot in
+ * |mask|; -1 for a name mihomo does not have. A slot is an enum
+ * flow_inbound, but the HTTP listener has two, as in mihomo: its CONNECT
+ * tunnels are HTTPS (FLOW_IN_HTTP), its plain forwarded requests HTTP
+ * (SCRIPT_IN_HTTP_PLAIN). script_in_type_of gives a flow's slot. */
+#define SCRIPT_IN_HTTP_PLAIN 4
+#define SCRIPT_IN_SLOTS 5
 int script_in_types(struct mem_slice v, uint8_t *mask);
+int script_in_type_of(const struct flow *f);
 int script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line);
 /* bind_module.c: chute.module "file" | { text = ... } */
 int script_l_module(lua_State *L);

@@ -61,6 +61,10 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include <ev.h>
+#include <arpa/inet.h>
+
+#include "dns/dns.h"
 #include "flow/dcache.h"
 #include "flow/flow.h"
 #include "rules/rules.h"
@@ -484,6 +488,8 @@ struct result {
     double dc_med[2], dc_s50[2];
     size_t dc_size[2];
     uint64_t dc_hits[2];
+    double res_med_ns, res_lookup_ns; /* a name reaching an IP rule, its answer cached */
+    size_t res_flows, res_lookups, res_wrong;
 };
 
 static void
@@ -610,6 +616,100 @@ bench_matchers(struct result *r)
     free(per);
 }
 
+/* A named flow that misses the suffixes reaches the CIDRs (no no-resolve):
+ * route() is a trial, the name is looked up once (an in-memory answer: the
+ * resolver's hosts table, which it asks before its cache, the same cost
+ * class as a cache hit), the addresses stored on the flow as the engine
+ * does (engine/resolve_glue.c), and route() decides again. Per flow: the
+ * whole sequence (res_med_ns) and the lookup alone (res_lookup_ns). */
+struct res_wait {
+    struct flow *f;
+    int done;
+};
+
+static void
+on_res(void *arg, const char *err, const struct sockaddr_storage *a, size_t n)
+{
+    struct res_wait *w = arg;
+    struct flow_resolved *r = &w->f->resolved;
+    w->done = 1;
+    r->state = err != NULL ? FLOW_RESOLVE_FAILED : FLOW_RESOLVE_DONE;
+    for (size_t i = 0; err == NULL && i < n && r->n < FLOW_RESOLVED_MAX; i++, r->n++) {
+        if (a[i].ss_family == AF_INET6) {
+            memcpy(r->ip[r->n], &((const struct sockaddr_in6 *)&a[i])->sin6_addr, 16);
+            r->v6 |= (uint8_t)(1u << r->n);
+        } else {
+            memcpy(r->ip[r->n], &((const struct sockaddr_in *)&a[i])->sin_addr, 4);
+        }
+    }
+}
+
+static void
+bench_resolve(struct script *s, struct result *r, const char *dir)
+{
+    enum { NRES = 20000 };
+    char hosts[4200], err[256] = "";
+    char first_cidr_ip[INET6_ADDRSTRLEN] = "";
+    size_t *idx = malloc(NRES * sizeof(*idx)), n = 0;
+    for (size_t i = 0; i < NCIDR && first_cidr_ip[0] == '\0'; i++)
+        if (cidrs[i].family == AF_INET)
+            inet_ntop(AF_INET, cidrs[i].addr, first_cidr_ip, sizeof(first_cidr_ip));
+    snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
+    FILE *h = fopen(hosts, "w");
+    for (size_t i = 0; h != NULL && i < nq && n < NRES; i++) {
+        if (qs[i].kind != Q_NAME_MISS)
+            continue;
+        idx[n++] = i; /* each resolves inside a listed CIDR: REJECT */
+        fprintf(h, "%s %.*s\n", first_cidr_ip, qs[i].len, names + qs[i].off);
+    }
+    if (h != NULL)
+        fclose(h);
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct dns_resolver_opts o;
+    dns_resolver_opts_default(&o);
+    o.hosts_file = hosts;
+    struct dns_resolver *res = dns_resolver_new(loop, &o, err, sizeof(err));
+    if (res == NULL || n == 0) {
+        fprintf(stderr, "rules_route: resolver: %s\n", err);
+        goto done;
+    }
+    double *all = malloc(n * sizeof(*all)), *look = malloc(n * sizeof(*look));
+    for (size_t k = 0; k < n; k++) {
+        struct flow *f = &fl[k % BATCH];
+        fresh_flow(f, &qs[idx[k]]);
+        f->_resolvable = 1;
+        uint64_t a = tick();
+        script_route(s, f);
+        uint64_t b = tick();
+        struct res_wait w = {f, 0};
+        if ((f->_reads & FLOW_READ_RESOLVE) && dns_resolve(res, f->dst.name, on_res, &w) != NULL)
+            while (!w.done)
+                ev_run(loop, EVRUN_NOWAIT);
+        uint64_t c = tick();
+        f->_reads = 0;
+        f->why[0] = '\0';
+        script_route(s, f);
+        uint64_t d = tick();
+        all[k] = (double)(d - a) * tick_ns;
+        look[k] = (double)(c - b) * tick_ns;
+        r->res_wrong += f->policy != FLOW_POLICY_REJECT;
+    }
+    struct dns_resolver_stats st;
+    dns_resolver_stats(res, &st);
+    r->res_flows = n;
+    r->res_lookups = (size_t)st.queries; /* one per flow, answered from memory, none sent */
+    r->res_wrong += st.sent != 0 || st.hosts_hits + st.cache_hits != n;
+    r->res_med_ns = pct_dbl(all, n, 500);
+    r->res_lookup_ns = pct_dbl(look, n, 500);
+    free(all);
+    free(look);
+done:
+    dns_resolver_free(res);
+    ev_loop_destroy(loop);
+    unlink(hosts);
+    free(idx);
+}
+
 static void
 run(const char *dir, const char *mode, struct result *r)
 {
@@ -710,6 +810,7 @@ run(const char *dir, const char *mode, struct result *r)
         bench_matchers(r);
         bench_dcache(s, r, 0, 4096);
         bench_dcache(s, r, 1, 65536);
+        bench_resolve(s, r, dir);
     }
     script_free(s);
     free(fl);
@@ -735,6 +836,8 @@ print_row(const char *mode, const struct result *r)
         for (int i = 0; i < 2; i++)
             printf("row dc%-2d %9.1f %9.1f %7zu %6.1f%%\n", i, r->dc_med[i], r->dc_s50[i],
                    r->dc_size[i], 100.0 * (double)r->dc_hits[i] / (2.0 * DC_GETS));
+        printf("row res  %9.1f %9.1f %7zu %6zu %7zu\n", r->res_med_ns, r->res_lookup_ns,
+               r->res_flows, r->res_wrong, r->res_lookups);
     }
 }
 

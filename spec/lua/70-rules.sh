@@ -47,7 +47,7 @@ real() { # DEST WANT [route options]
 real x.y.wild.test "REJECT${T}route rule 2 DOMAIN-WILDCARD,*.wild.test"
 real mail.test:587 "REJECT${T}route rule 3 DST-PORT,25/465/587"
 real mail.test:25 "REJECT${T}route rule 3 DST-PORT,25/465/587"
-real x.test "REJECT${T}route rule 6 IN-TYPE,HTTP" --inbound http
+real x.test "REJECT${T}route rule 6 IN-TYPE,HTTPS" --inbound http
 real b.a-rather-long-name-for-a-domain-suffix-rule.example \
     "REJECT${T}route rule 7 DOMAIN-SUFFIX,a-rather-long-name-for-a-domain-suffix-rule.example"
 real 10.1.2.3:80 "DIRECT${T}route rule 8 IP-CIDR,10.0.0.0/8"

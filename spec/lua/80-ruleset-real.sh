@@ -36,7 +36,7 @@ route_is subs.test "DIRECT${T}route"
 route_is x.subs.test "REJECT${T}route lists/domains.txt:1"
 route_is a.one.test "REJECT${T}route lists/domains.txt:2"
 route_is a.b.one.test "DIRECT${T}route"
-# IN-TYPE,HTTP/TUN
+# IN-TYPE,HTTPS/TUN: mihomo's HTTPS is the HTTP listener's CONNECT (chute route --inbound http)
 route_is x.test "REJECT${T}route lists/inbound.list:1" --inbound http
 route_is x.test "REJECT${T}route lists/inbound.list:1" --inbound tun
 route_is x.test "DIRECT${T}route" --inbound socks

@@ -656,6 +656,33 @@ test_classical_yaml(void **state)
     assert_int_equal(g.n, 2);
 }
 
+/* YAML flow style: "payload: [...]" on one line or over several, with
+ * comments, quoted items keeping their commas, and each entry's own line. */
+static void
+test_yaml_flow(void **state)
+{
+    struct got g;
+    (void)state;
+
+    assert_int_equal(parse("payload: ['DOMAIN,a.com', 'DOMAIN-REGEX,^x\\d{1,3}$']\n",
+                           RULES_FORMAT_CLASSICAL, 0, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_string_equal(g.value[1], "^x\\d{1,3}$");
+    assert_int_equal(parse("# c\r\npayload: [ '+.a.com', # why\r\n  b.com,\r\n\r\n"
+                           "  '.c.com' ,'' ] # end\r\n",
+                           RULES_FORMAT_CLASH_DOMAIN, 0, &g), 0);
+    assert_int_equal(g.n, 3);
+    assert_int_equal(g.e[0].line, 2);
+    assert_int_equal(g.e[1].line, 3);
+    assert_string_equal(g.value[1], "b.com");
+    assert_int_equal(g.e[2].line, 5);
+    assert_int_equal(g.e[2].type, RULES_T_DOMAIN_SUBS);
+    assert_int_equal(parse("payload: [1.0.0.0/8, '2001:db8::/32']", RULES_FORMAT_AUTO, 0, &g), 0);
+    assert_int_equal(g.n, 2);
+    assert_int_equal(rules_list_detect("payload: [1.0.0.0/8, '2001:db8::/32']", 37),
+                     RULES_FORMAT_CLASH_IPCIDR);
+}
+
 static void
 test_yaml_errors(void **state)
 {
@@ -669,7 +696,16 @@ test_yaml_errors(void **state)
         {"  - DOMAIN,a.com\npayload:\n", 1, "expected 'payload:' before '- DOMAIN,a.com'"},
         {"payload:\n  - DOMAIN,a.com\nrules:\n", 3, "a second 'rules:' list"},
         {"payload:\n  - DOMAIN,a.com\nfoo: 1\n", 3, "unsupported YAML key 'foo'"},
-        {"payload: [DOMAIN,a.com]\n", 1, "unsupported YAML after the key: '[DOMAIN,a.com]'"},
+        /* Flow style splits at an unquoted comma, as YAML does. */
+        {"payload: [DOMAIN,a.com]\n", 1, "missing value after 'DOMAIN'"},
+        {"payload: ['DOMAIN,a.com'\n", 2, "'payload: [' without its closing ']'"},
+        {"payload: ['DOMAIN,a.com' 'DOMAIN,b.com']\n", 1, "expected ',' or ']' between"},
+        {"payload: ['DOMAIN,a.com',, 'DOMAIN,b.com']\n", 1, "an empty item"},
+        {"payload:\n  [ 'DOMAIN,a.com' ]\n", 2, "expected a '- ' list item"},
+        {"payload: ['DOMAIN,a.com] # x\n", 1, "unterminated quote"},
+        {"payload: [*.a.com]\n", 1, "unsupported YAML '*.a.com' (quote the item)"},
+        {"payload: ['DOMAIN,a.com'] x\n", 1, "text after the payload list's ']': 'x'"},
+        {"payload: ['DOMAIN,a.com']\n  - DOMAIN,b.com\n", 2, "list item after 'payload: []'"},
         {"payload: []\n  - DOMAIN,a.com\n", 2, "list item after 'payload: []'"},
         {"payload:\n  DOMAIN,a.com\n", 2, "expected a '- ' list item, got 'DOMAIN,a.com'"},
         {"payload:\n  -DOMAIN,a.com\n", 2, "expected a '- ' list item"},
@@ -691,7 +727,8 @@ test_yaml_errors(void **state)
         {"payload:\n  - DOMAIN,a.com\n---\n", 3, "expected a '- ' list item, got '---'"},
         {"payload:\n  - ? DOMAIN,a.com\n", 2, "unsupported YAML '? DOMAIN,a.com'"},
         {"payload:\n  - :\n", 2, "unsupported YAML ':'"},
-        {"payload: []x\n", 1, "unsupported YAML after the key: '[]x'"},
+        {"payload: []x\n", 1, "text after the payload list's ']': 'x'"},
+        {"payload: {a: b}\n", 1, "unsupported YAML after the key: '{a: b}'"},
         {"payload:\n  \x01\n", 2, "expected a '- ' list item, got '?'"},
         {"payload:\n  xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", 2,
          "got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...'"},
@@ -905,7 +942,7 @@ main(void)
         cmocka_unit_test(test_clash_domain),
         cmocka_unit_test(test_clash_ipcidr),
         cmocka_unit_test(test_classical_yaml),
-        cmocka_unit_test(test_yaml_errors),
+        cmocka_unit_test(test_yaml_flow), cmocka_unit_test(test_yaml_errors),
         cmocka_unit_test(test_skip_invalid),
         cmocka_unit_test(test_callback_stops),
         cmocka_unit_test(test_error_message_is_clipped),

@@ -6,7 +6,7 @@ chute.route = chute.rules {
   {"DST-PORT", "25/465/587", "REJECT-DROP"},
   {"SRC-PORT", ">=65000", "REJECT"},
   {"PROTOCOL", "QUIC", "REJECT"},                            -- cannot evaluate
-  {"IN-TYPE", "HTTP", "REJECT-NO-DROP"},
+  {"IN-TYPE", "HTTPS", "REJECT-NO-DROP"},
   {"DOMAIN-SUFFIX", "a-rather-long-name-for-a-domain-suffix-rule.example", "REJECT"},
   {"IP-CIDR", "10.0.0.0/8", "DIRECT", "no-resolve"},
   {"RULE-SET", "LAN", "REJECT"},
