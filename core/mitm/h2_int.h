@@ -88,7 +88,6 @@ struct h2_io {
     int reading;
     const char *why;
     void (*on_dead)(struct h2_io *io, const char *why); /* the owner frees itself */
-    void (*on_idle)(struct h2_io *io);                  /* nothing left to send */
 };
 
 void h2_io_init(struct h2_io *io, struct ev_loop *loop, struct io_stream *s,

@@ -73,8 +73,6 @@ h2_io_flush(struct h2_io *io)
         h2_io_fail(io, "h2: done");
         return;
     }
-    if (io->on_idle != NULL && nghttp2_session_want_read(io->ng))
-        io->on_idle(io);
 }
 
 void

@@ -17,6 +17,8 @@ struct h2_srv {
     struct h2_io io;
     struct mitm_sess *s;
     struct h2x *xs; /* live exchanges with a client stream */
+    ev_timer idle;  /* no stream and no frame for the flow's idle timeout: GOAWAY */
+    double idle_s, last;
 };
 
 /* Exchanges are linked on their client session through next_wait's
@@ -344,6 +346,7 @@ static int
 on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *ud)
 {
     struct h2_srv *srv = ud;
+    srv->last = ev_now(srv->io.loop);
     struct h2x *x = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
     if (x == NULL)
         return 0;
@@ -410,9 +413,21 @@ on_dead(struct h2_io *io, const char *why)
     mitm_sess_end(s, why);
 }
 
+static void
+on_idle(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct h2_srv *srv = w->data;
+    if (srv->xs != NULL || ev_now(loop) - srv->last < srv->idle_s)
+        return;
+    nghttp2_session_terminate_session(srv->io.ng, NGHTTP2_NO_ERROR);
+    h2_io_fail(&srv->io, "idle");
+}
+
 void
 mitm_h2_server_free(struct h2_srv *srv)
 {
+    if (srv->io.loop != NULL)
+        ev_timer_stop(srv->io.loop, &srv->idle);
     while (srv->xs != NULL)
         x_client_gone(srv, srv->xs, 1);
     h2_io_fini(&srv->io, 0);
@@ -459,6 +474,13 @@ mitm_h2_server_start(struct mitm_sess *s, struct io_stream *tls)
     s->m->st.h2_clients++;
     s->h2 = srv;
     h2_io_init(&srv->io, s->m->env->loop, tls, on_dead);
+    srv->idle_s = s->m->o.idle_timeout > 0 ? s->m->o.idle_timeout : s->m->env->opts->idle_timeout;
+    srv->last = ev_now(srv->io.loop);
+    if (srv->idle_s > 0) {
+        ev_timer_init(&srv->idle, on_idle, srv->idle_s / 4, srv->idle_s / 4);
+        srv->idle.data = srv;
+        ev_timer_start(srv->io.loop, &srv->idle);
+    }
     h2_io_flush(&srv->io);
     return 0;
 }

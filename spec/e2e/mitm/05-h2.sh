@@ -48,6 +48,7 @@ http {
     uwsgi_temp_path $NETNS_TMP/nginx-tls/uwsgi;
     scgi_temp_path $NETNS_TMP/nginx-tls/scgi;
     keepalive_requests 100000;
+    client_max_body_size 2g;
     http2_max_requests 100000;
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_certificate $NETNS_TMP/pki/leaf.pem;
@@ -60,6 +61,11 @@ http {
             return 200 "method=\$request_method uri=\$request_uri x_chute=\$http_x_chute proto=\$server_protocol\n";
         }
         location /slow/ { alias $WWW/; limit_rate 200k; }
+        location /up/ {
+            root $NETNS_TMP;
+            dav_methods PUT;
+            create_full_put_path on;
+        }
     }
     server {
         listen $SRV4:$H1 ssl;
@@ -93,6 +99,10 @@ assert_eq "201 local answer" "$(h2curl --http2 -w '%{http_code} ' -o "$NETNS_TMP
 grep -q ' /local ' "$NETNS_TMP/h2-access.log" && fail "the origin saw /local"
 assert_eq "200 0" "$(h2curl --http2 -I -o /dev/null -w '%{http_code} %{size_download}' \
     "https://test.example:$H2/1m.bin")" "HEAD"
+
+say "an upload over h2 (the request body's window opens as the origin reads)"
+h2curl --http2 -T "$WWW/big.bin" -o /dev/null "https://test.example:$H2/up/big.bin" || fail "PUT over h2"
+assert_eq "$SHA_BIG" "$(sha_file "$NETNS_TMP/up/big.bin")" "64 MiB uploaded whole"
 
 say "nghttp -nv through the TUN"
 # nghttp has no --resolve: a hosts file for the client namespace only

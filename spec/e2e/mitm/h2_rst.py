@@ -53,7 +53,10 @@ def main():
     s = ctx.wrap_socket(raw, server_hostname=host)
     assert s.selected_alpn_protocol() == "h2", s.selected_alpn_protocol()
     auth = ("%s:%d" % (host, port)).encode()
-    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0))
+    # A large connection window, streams at the default 64 KiB: stream 1
+    # stalls on its own window and never starves stream 3.
+    s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0) +
+              frame(8, 0, 0, struct.pack(">I", 1 << 24)))
     s.sendall(frame(1, 0x5, 1, headers(auth, path.encode())))  # END_STREAM|END_HEADERS
     buf = bytearray()
     got = 0
