@@ -144,6 +144,23 @@ via=$(grep -E '^finished in' <<<"$out")
 direct=$(ip netns exec "$NS_SRV" h2load -n 2000 -c 1 -m 100 "https://$SRV4:$H2/small" 2>&1 | grep -E '^finished in')
 say "h2load -c 1 -m 100, 2000 x /small: through chute: $via; direct to nginx: $direct"
 
+say "100 client connections, one stream each, on the shared upstream connection"
+stats_read
+opened0=${S_mitm_h2_upstream_opened:-0}
+out=$(ip netns exec "$NS_CLI" h2load -n 2000 -c 100 -m 1 "https://127.0.0.1:$REV/small" \
+    -H ":authority: test.example:$H2" 2>&1) || fail "h2load -c 100: $out"
+assert_match "2000 succeeded, 0 failed, 0 errored" "$out" "2000 requests on 100 connections"
+stats_read
+assert_ge "$S_mitm_h2_upstream_opened" "$((opened0 + 10))" "<= 10 upstream connections for 100 clients"
+say "upstream h2 connections opened for 100 clients: $((S_mitm_h2_upstream_opened - opened0))"
+via=$(grep -E '^finished in' <<<"$out")
+direct=$(ip netns exec "$NS_SRV" h2load -n 2000 -c 100 -m 1 "https://$SRV4:$H2/small" 2>&1 | grep -E '^finished in')
+say "h2load -c 100 -m 1: through chute: $via; direct to nginx: $direct"
+via=$(ip netns exec "$NS_CLI" h2load -n 4000 -c 10 -m 10 "https://127.0.0.1:$REV/small" \
+    -H ":authority: test.example:$H2" 2>&1 | grep -E '^finished in')
+direct=$(ip netns exec "$NS_SRV" h2load -n 4000 -c 10 -m 10 "https://$SRV4:$H2/small" 2>&1 | grep -E '^finished in')
+say "h2load -c 10 -m 10: through chute: $via; direct to nginx: $direct"
+
 say "a client RST_STREAM cancels the upstream stream"
 rst0=${S_mitm_h2_client_rst:-0}
 out=$(ip netns exec "$NS_CLI" timeout 30 python3 "$(dirname "$0")/h2_rst.py" test.example "$SRV4" "$H2" \
