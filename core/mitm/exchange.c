@@ -14,8 +14,8 @@
  * through the response hooks. */
 
 /* "https://host[:port]path": what URL patterns see. */
-static struct mem_slice
-request_url(struct mitm_sess *s, struct mem_arena *a, const struct http_fwd_req *req)
+struct mem_slice
+mitm_request_url(struct mitm_sess *s, struct mem_arena *a, const struct http_fwd_req *req)
 {
     size_t cap = 16 + strlen(s->host) + 8 + req->path.len;
     char *p = mem_arena_alloc(a, cap);
@@ -218,7 +218,7 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
         answer_failed(s, h, s->fail);
         return;
     }
-    s->mreq.url = request_url(s, a, req);
+    s->mreq.url = mitm_request_url(s, a, req);
     s->req_host = req->host;
     s->req_port = req->port;
     if (s->requests == 1)

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "log/log.h"
+#include "mitm/h2_int.h"
 #include "mitm/mitm_int.h"
 
 const struct log_counter mitm_counters[] = {
@@ -135,6 +136,7 @@ mitm_new(const struct flow_env *env)
 void
 mitm_free(struct mitm *m)
 {
+    mitm_h2_pool_free(m->h2pool);
     free(m);
 }
 

@@ -140,7 +140,17 @@ struct mitm_opts {
     X(client_refused, mitm_client_refused)        /* clients that refused the leaf */              \
     X(client_tls_failed, mitm_client_tls_failed)  /* other client handshake failures */            \
     X(bypassed, mitm_bypassed)           /* flows passed uninspected by auto_bypass */             \
-    X(quic_blocked, mitm_quic_blocked)   /* UDP/443 refused for a MITM host */
+    X(quic_blocked, mitm_quic_blocked)   /* UDP/443 refused for a MITM host */                \
+    /* HTTP/2 (mitm/h2_*.c) */                                                                     \
+    X(h2_clients, mitm_h2_client_conns)  /* client connections that chose h2 */                 \
+    X(h2_streams, mitm_h2_streams)       /* client streams (requests) */                        \
+    X(h2_client_rst, mitm_h2_client_rst) /* streams the client reset */                         \
+    X(h2_up_opened, mitm_h2_upstream_opened) /* upstream h2 connections opened */               \
+    X(h2_up_reused, mitm_h2_upstream_reused) /* streams sent on a connection already open */    \
+    X(h2_up_streams, mitm_h2_upstream_streams) /* upstream streams */                           \
+    X(h2_up_rst, mitm_h2_upstream_rst)   /* upstream streams the origin reset */                \
+    X(h2_goaway, mitm_h2_goaway)         /* GOAWAYs from origins */                             \
+    X(h2_stalls, mitm_h2_flow_stalls)    /* a body waited for the other side to take bytes */
 
 struct mitm_stats {
 #define X(field, key) uint64_t field;

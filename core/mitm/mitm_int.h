@@ -36,6 +36,7 @@ struct mitm {
     struct mitm_stats st;
     struct mitm_bypass bypass[MITM_BYPASS_MAX];
     size_t bypass_next; /* the slot the next entry takes when none has expired */
+    struct h2_pool *h2pool; /* HTTP/2: shared upstream connections (h2_upstream.c) */
 };
 
 /* The states of one intercepted flow:
@@ -76,6 +77,10 @@ struct mitm_sess {
     uint16_t req_port;
     int hooked_resp;           /* a hook wants its response */
     unsigned requests;
+    /* HTTP/2 (h2_server.c): the origin speaks h2 (its connection went to
+     * the shared pool), and the client's h2 session when it chose h2. */
+    int up_h2;
+    struct h2_srv *h2;
 };
 
 /* mitm.c */
@@ -99,7 +104,16 @@ struct tls_handshake *mitm_sess_upstream_tls(struct mitm_sess *s, struct io_stre
                                              void (*cb)(void *, struct io_stream *, int,
                                                         const char *));
 
+/* The same, for any ALPN list (h2_upstream.c offers h2). */
+struct tls_handshake *mitm_upstream_tls(struct mitm *m, struct io_stream *inner, const char *host,
+                                        uint16_t port, const char *const *alpn, size_t nalpn,
+                                        void (*cb)(void *, struct io_stream *, int, const char *),
+                                        void *arg);
+
 /* exchange.c */
 extern const struct http_h1_conn_cbs mitm_exchange_cbs;
+/* "https://host[:port]path": what URL patterns see, in |a|. */
+struct mem_slice mitm_request_url(struct mitm_sess *s, struct mem_arena *a,
+                                  const struct http_fwd_req *req);
 
 #endif

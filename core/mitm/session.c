@@ -6,6 +6,7 @@
 
 #include "io/io.h"
 #include "log/log.h"
+#include "mitm/h2_int.h"
 #include "mitm/mitm_int.h"
 #include "tls/tls.h"
 
@@ -15,6 +16,9 @@
  * relay), then the client's, with a leaf minted for the host. */
 
 static const char *const alpn_h1[] = {"http/1.1"};
+/* HTTP/2: offered to the origin first, and to the client when the origin
+ * took it (h2_server.c then serves the client). */
+static const char *const alpn_h2[] = {"h2", "http/1.1"};
 
 static void
 sess_free(struct mitm_sess *s, int reset)
@@ -27,6 +31,8 @@ sess_free(struct mitm_sess *s, int reset)
         tls_handshake_cancel(s->hs);
     if (s->h != NULL)
         http_h1_conn_free(s->h);
+    if (s->h2 != NULL)
+        mitm_h2_server_free(s->h2);
     if (s->state == M_PASS)
         reset ? flow_relay_abort(&s->pass) : flow_relay_stop(&s->pass);
     if (s->client != NULL)
@@ -61,19 +67,27 @@ on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 struct tls_handshake *
-mitm_sess_upstream_tls(struct mitm_sess *s, struct io_stream *inner, const char *host,
-                       uint16_t port, void (*cb)(void *, struct io_stream *, int, const char *))
+mitm_upstream_tls(struct mitm *m, struct io_stream *inner, const char *host, uint16_t port,
+                  const char *const *alpn, size_t nalpn,
+                  void (*cb)(void *, struct io_stream *, int, const char *), void *arg)
 {
-    const struct mitm_opts *o = &s->m->o;
+    const struct mitm_opts *o = &m->o;
     struct tls_client_opts to = {
         .host = host,
         .port = port,
-        .alpn = alpn_h1,
-        .nalpn = 1,
+        .alpn = alpn,
+        .nalpn = nalpn,
         .skip_verify = o->skip_verify != NULL &&
                        mitm_hosts_match(o->skip_verify, host, strlen(host), port),
     };
-    return tls_client_start(o->trust, inner, &to, cb, s);
+    return tls_client_start(o->trust, inner, &to, cb, arg);
+}
+
+struct tls_handshake *
+mitm_sess_upstream_tls(struct mitm_sess *s, struct io_stream *inner, const char *host,
+                       uint16_t port, void (*cb)(void *, struct io_stream *, int, const char *))
+{
+    return mitm_upstream_tls(s->m, inner, host, port, alpn_h1, 1, cb, s);
 }
 
 /* ---- the client side ----------------------------------------------------- */
@@ -106,7 +120,17 @@ on_client_hs(void *arg, struct io_stream *tls, int err, const char *why)
         return;
     }
     ev_timer_stop(m->env->loop, &s->timer);
-    if (tls_stream_alpn(tls) != NULL)
+    const char *alpn = tls_stream_alpn(tls);
+    if (alpn != NULL && strcmp(alpn, "h2") == 0) { /* HTTP/2: h2_server.c */
+        if (mitm_h2_server_start(s, tls) != 0) {
+            io_close(tls, 1);
+            mitm_sess_end(s, "out of memory");
+            return;
+        }
+        s->state = M_HTTP;
+        return;
+    }
+    if (alpn != NULL)
         m->st.alpn_h1++;
     else
         m->st.alpn_none++;
@@ -143,7 +167,8 @@ client_tls(struct mitm_sess *s)
     struct io_stream *c = s->client;
     io_set_callbacks(c, NULL, NULL, NULL);
     s->client = NULL;
-    s->hs = tls_server_start_alpn(cfg, c, alpn_h1, 1, on_client_hs, s);
+    int h2 = s->up_h2 && s->fail == NULL;
+    s->hs = tls_server_start_alpn(cfg, c, h2 ? alpn_h2 : alpn_h1, h2 ? 2 : 1, on_client_hs, s);
     tls_server_cfg_free(cfg); /* the handshake holds its own reference */
     if (s->hs == NULL)
         mitm_sess_end(s, "out of memory");
@@ -229,7 +254,13 @@ on_up_hs(void *arg, struct io_stream *tls, int err, const char *why)
     struct mitm *m = s->m;
     s->hs = NULL;
     if (tls != NULL) {
-        s->up = tls;
+        const char *alpn = tls_stream_alpn(tls);
+        if (alpn != NULL && strcmp(alpn, "h2") == 0) { /* shared from now on */
+            mitm_h2_pool_adopt(m, s->f, s->host, s->port, tls);
+            s->up_h2 = 1;
+        } else {
+            s->up = tls;
+        }
         client_tls(s);
         return;
     }
@@ -300,7 +331,17 @@ mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
     }
     snprintf(s->up_host, sizeof(s->up_host), "%s", s->host);
     s->up_port = s->port;
-    s->hs = mitm_sess_upstream_tls(s, a->upstream, s->host, s->port, on_up_hs);
+    if (mitm_h2_pool_has(m, f, s->host, s->port)) {
+        /* An h2 connection to the origin is open or opening: no second
+         * handshake; this flow's own connection is not needed. */
+        io_close(a->upstream, 0);
+        s->up_h2 = 1;
+        ev_timer_stop(m->env->loop, &s->timer);
+        ev_timer_init(&s->timer, on_start_failed, 0, 0);
+        ev_timer_start(m->env->loop, &s->timer);
+        return s;
+    }
+    s->hs = mitm_upstream_tls(m, a->upstream, s->host, s->port, alpn_h2, 2, on_up_hs, s);
     if (s->hs == NULL) { /* out of memory, the upstream closed: the client hears why soon */
         snprintf(s->failbuf, sizeof(s->failbuf), "out of memory");
         s->fail = s->failbuf;
