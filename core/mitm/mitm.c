@@ -136,6 +136,8 @@ mitm_new(const struct flow_env *env)
 void
 mitm_free(struct mitm *m)
 {
+    if (m == NULL)
+        return;
     mitm_h2_pool_free(m->h2pool);
     free(m);
 }
