@@ -257,6 +257,8 @@ grep -q "handshake ok" "$NETNS_TMP/tlsfront.log" || fail "the TLS front saw no h
 check "a self-signed proxy certificate without skip_cert_verify is refused"
 rc=$(cli_curl -o /dev/null --max-time 8 "http://$SRV4:$ALT_PORT/small" >/dev/null 2>&1; echo $?)
 [ "$rc" != 0 ] || fail "an untrusted https proxy was used"
-assert_log "flow [0-9]+: connect $SRV4:$ALT_PORT: tls: " "the log says why (tls: ...)"
+check "the log says why (tls: ...)"
+wait_log "flow [0-9]+: connect $SRV4:$ALT_PORT: tls: " 10 ||
+    fail "the log says why (tls: ...): no line matches /flow N: connect $SRV4:$ALT_PORT: tls: /"
 chute_alive
 pass
