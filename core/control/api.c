@@ -377,6 +377,8 @@ control_api(struct control_client *cl, const struct http_request *req,
     } else if (n == 2 && get && strcmp(s0, "providers") == 0 &&
                (strcmp(t->segs[1], "proxies") == 0 || strcmp(t->segs[1], "rules") == 0)) {
         control_reply_json(cl, 200, json_pack("{s:{}}", "providers"));
+    } else if (n == 2 && get && strcmp(s0, "dns") == 0 && strcmp(t->segs[1], "query") == 0) {
+        control_dns(cl, t->query);
     } else if (n == 1 && get && strcmp(s0, "metrics") == 0) {
         control_metrics(cl);
     } else if (n == 2 && get && strcmp(s0, "chute") == 0 && strcmp(t->segs[1], "stats") == 0) {

@@ -36,6 +36,10 @@ struct control_opts {
     char cors[256];    /* Access-Control-Allow-Origin; "" the dashboard's own origin */
 };
 
+/* A DNS response message for GET /dns/query, or NULL with |err| (the
+ * resolver's error text). Valid during the call. */
+typedef void (*control_dns_cb)(void *arg, const uint8_t *resp, size_t len, const char *err);
+
 /* What a counter consumer is handed: |n| groups, valid during the call. */
 typedef void (*control_counters_fn)(void *arg, const struct log_counter_group *g, size_t n);
 
@@ -57,6 +61,12 @@ struct control_env {
     int (*set_mode)(void *ud, const char *mode, char *err, size_t errlen);
     /* The bundle's fallback policy name, for GET /rules. */
     const char *(*fallback)(void *ud);
+    /* GET /dns/query: relays the query message |q| through chute's
+     * resolver; |cb| gets the answer later, never from inside the call.
+     * Returns a handle for dns_cancel, or NULL (no resolver, no memory).
+     * NULL functions: the endpoint answers 500, as Clash without DNS. */
+    void *(*dns_query)(void *ud, const uint8_t *q, size_t len, control_dns_cb cb, void *arg);
+    void (*dns_cancel)(void *ud, void *query);
     void *ud;
 };
 

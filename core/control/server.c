@@ -27,6 +27,7 @@ client_free(struct control_client *cl)
     }
     control_ws_free(cl);
     control_delay_cancel(cl);
+    control_dns_cancel(cl);
     control_list_end(cl);
     cl->prev->next = cl->next;
     cl->next->prev = cl->prev;
@@ -133,7 +134,7 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
         return;
     /* While a list is written, or the buffer holds a whole unread
      * pipeline, wait: the flush starts reading again. */
-    if (cl->listing || cl->delay != NULL || cl->in_len == sizeof(cl->in))
+    if (cl->listing || CONTROL_WAITING(cl) || cl->in_len == sizeof(cl->in))
         ev_io_stop(loop, &cl->rw);
 }
 
@@ -211,7 +212,7 @@ on_tick(struct ev_loop *loop, ev_timer *w, int revents)
             client_free(cl); /* parked by the log tap */
             continue;
         }
-        if (cl->fd >= 0 && cl->mode == MODE_HTTP && !cl->listing && cl->delay == NULL &&
+        if (cl->fd >= 0 && cl->mode == MODE_HTTP && !cl->listing && !CONTROL_WAITING(cl) &&
             now - cl->last_active > IDLE_TIMEOUT)
             control_client_kill(cl);
     }
@@ -228,6 +229,7 @@ control_new(const struct control_env *env, const struct control_opts *o, char *e
     }
     c->env = *env;
     c->fd = -1;
+    c->dns_timeout = 5.0;
     c->head.prev = c->head.next = &c->head;
     if (o != NULL) {
         c->o = *o;

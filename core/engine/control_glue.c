@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include "control/control.h"
+#include "dns/dns.h"
 #include "engine/engine.h"
 #include "script/script.h"
 
@@ -61,6 +62,20 @@ env_fallback(void *ud)
     return script_policy_name(e->script, script_config(e->script)->fallback);
 }
 
+/* GET /dns/query: through the resolver, as dns_forward relays any type. */
+static void *
+env_dns_query(void *ud, const uint8_t *q, size_t len, control_dns_cb cb, void *arg)
+{
+    struct engine *e = ud;
+    return e->dns != NULL ? dns_forward(e->dns, q, len, cb, arg) : NULL;
+}
+
+static void
+env_dns_cancel(void *ud, void *q)
+{
+    dns_query_cancel(q);
+}
+
 int
 engine_control_start(struct engine *e, char *err, size_t errlen)
 {
@@ -74,7 +89,8 @@ engine_control_start(struct engine *e, char *err, size_t errlen)
     const struct control_env env = {
         .loop = e->loop, .flows = e->flows, .out = &e->out, .set = env_set,
         .counters = env_counters, .reload = env_reload, .mode = env_mode,
-        .set_mode = env_set_mode, .fallback = env_fallback, .ud = e,
+        .set_mode = env_set_mode, .fallback = env_fallback, .dns_query = env_dns_query,
+        .dns_cancel = env_dns_cancel, .ud = e,
     };
     e->control = control_new(&env, &o, err, errlen);
     return e->control != NULL ? 0 : -1;
