@@ -436,6 +436,76 @@ dns_query(void **st)
     rig_free(r);
 }
 
+/* /chute/stats and /chute/<section> group what env.counters gives by
+ * section; /metrics has the same counters. */
+struct two {
+    uint64_t a, b;
+};
+static const struct log_counter two_counters[] = {
+    LOG_COUNTER(struct two, a, hits) LOG_COUNTER(struct two, b, capacity) LOG_COUNTER_END};
+static const struct log_counter mitm_two[] = {
+    LOG_COUNTER(struct two, a, mitm_flows) LOG_COUNTER(struct two, b, mitm_active) LOG_COUNTER_END};
+static const struct log_counter tun_two[] = {
+    LOG_COUNTER(struct two, a, pkts_in) LOG_COUNTER(struct two, b, batches) LOG_COUNTER_END};
+
+static void
+counters_fake(void *ud, control_counters_fn emit, void *arg)
+{
+    static const struct two d = {7, 4096}, m = {3, 1}, mint = {2, 5}, t = {640, 10};
+    const struct log_counter_group g[] = {
+        {"dcache_", two_counters, &d, "dcache"},
+        {"", mitm_two, &m, "mitm"},
+        {"mitm_", two_counters, &mint, "mitm"},
+        {"", tun_two, ud != NULL ? &t : &d, ud != NULL ? "tun" : NULL},
+    };
+    emit(arg, g, 4);
+}
+
+static void
+chute_sections(void **st)
+{
+    struct rig *r = rig_new("");
+    r->c->env.counters = counters_fake;
+    int status;
+    r->out.len = 0;
+    ask(r, "GET /chute/stats HTTP/1.1\r\n\r\n", &status);
+    json_t *j = body_json(r, &status);
+    assert_int_equal(status, 200);
+    json_t *sec = json_object_get(j, "sections");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sec, "dcache"),
+                                                        "dcache_hits")), 7);
+    json_t *mitm = json_object_get(sec, "mitm");
+    assert_int_equal(json_object_size(mitm), 4); /* both groups of the one section */
+    assert_int_equal(json_integer_value(json_object_get(mitm, "mitm_hits")), 2);
+    assert_null(json_object_get(sec, "tun")); /* a group without a section: flat only */
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "counters"),
+                                                        "pkts_in")), 7);
+    json_decref(j);
+
+    ask(r, "GET /chute/mitm HTTP/1.1\r\n\r\n", &status);
+    j = body_json(r, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "mitm_flows")), 3);
+    assert_int_equal(json_integer_value(json_object_get(j, "mitm_capacity")), 5);
+    json_decref(j);
+    ask(r, "GET /chute/tun HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 404);
+    r->c->env.ud = r; /* now with a TUN */
+    ask(r, "GET /chute/tun HTTP/1.1\r\n\r\n", &status);
+    j = body_json(r, &status);
+    assert_int_equal(status, 200);
+    assert_true(json_real_value(json_object_get(j, "batch_mean")) == 64.0);
+    json_decref(j);
+
+    const char *b = ask(r, "GET /metrics HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(b, "# TYPE chute_mitm_flows counter\nchute_mitm_flows 3\n"));
+    assert_non_null(strstr(b, "# TYPE chute_mitm_active gauge\n"));
+    assert_non_null(strstr(b, "# TYPE chute_dcache_capacity gauge\nchute_dcache_capacity 4096\n"));
+    assert_non_null(strstr(b, "chute_batches 10\n"));
+    rig_free(r);
+}
+
 int
 main(void)
 {
@@ -443,6 +513,7 @@ main(void)
         cmocka_unit_test(target_parse),    cmocka_unit_test(query_get),
         cmocka_unit_test(auth_forms),      cmocka_unit_test(connections_shape),
         cmocka_unit_test(router),          cmocka_unit_test(dns_query),
+        cmocka_unit_test(chute_sections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
