@@ -75,6 +75,14 @@ struct control_env {
  * from control_client_feed (tests, the fuzzer). */
 struct control *control_new(const struct control_env *env, const struct control_opts *o, char *err,
                             size_t errlen);
+/* A reload's options. The secret and the CORS origin hold from the next
+ * request on; when the secret changed, every client connected before
+ * (streams too) is closed but the one whose request is being answered. A
+ * new address listens before the old one closes; if it cannot, the old one
+ * stays and -1 comes back with |err|. |o| NULL: stops listening and closes
+ * every client (a bundle without control = {...}); options given later
+ * listen again. */
+int control_configure(struct control *c, const struct control_opts *o, char *err, size_t errlen);
 /* Closes the listener and every client. NULL is fine. */
 void control_free(struct control *c);
 

@@ -62,6 +62,7 @@ struct control {
     struct control_client head;
     size_t nclients;
     uint64_t last_up, last_down, rate_up, rate_down;
+    int ticked;                /* last_up/last_down hold a tick's totals */
     struct control_stats st;
     char origin[128];          /* "http://127.0.0.1:9090": the default CORS origin */
     double dns_timeout;        /* GET /dns/query's deadline (5 s, as Clash's) */
