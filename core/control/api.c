@@ -265,30 +265,70 @@ get_rules(struct control_client *cl)
                                           "type", "Match", "payload", "", "proxy", fb));
 }
 
+/* The counters as {"key": n} (|section| NULL: all of them, flat, as the
+ * stats line's keys) or grouped {"section": {"key": n}}. */
+struct counters_arg {
+    json_t *flat, *sections;
+};
+
 static void
 emit_counters(void *arg, const struct log_counter_group *g, size_t n)
 {
-    json_t *o = arg;
+    struct counters_arg *a = arg;
     char key[128];
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        json_t *sec = NULL;
+        if (a->sections != NULL && g[i].section != NULL) {
+            sec = json_object_get(a->sections, g[i].section);
+            if (sec == NULL) {
+                sec = json_object();
+                json_object_set_new(a->sections, g[i].section, sec);
+            }
+        }
         for (const struct log_counter *k = g[i].table; k->key != NULL; k++) {
             snprintf(key, sizeof(key), "%s%s", g[i].prefix, k->key);
-            json_object_set_new(o, key, json_integer((json_int_t)log_counter_value(k, g[i].stats)));
+            json_int_t v = (json_int_t)log_counter_value(k, g[i].stats);
+            if (a->flat != NULL)
+                json_object_set_new(a->flat, key, json_integer(v));
+            if (sec != NULL)
+                json_object_set_new(sec, key, json_integer(v));
         }
+    }
+    /* Computed, as the stats tun line: packets per TUN read. */
+    json_t *tun = a->sections != NULL ? json_object_get(a->sections, "tun") : NULL;
+    json_int_t batches = json_integer_value(json_object_get(tun, "batches"));
+    if (tun != NULL)
+        json_object_set_new(tun, "batch_mean",
+                            json_real(batches > 0 ? (double)json_integer_value(json_object_get(
+                                                        tun, "pkts_in")) / (double)batches
+                                                  : 0.0));
 }
 
+/* GET /chute/stats: every counter flat, the same grouped by section, and
+ * the API's own; GET /chute/<section>: one section ("dcache", "lwip",
+ * "tun", "mitm", ...; 404 for one that is off, as the TUN without a TUN). */
 static void
-get_chute_stats(struct control_client *cl)
+get_chute(struct control_client *cl, const char *section)
 {
     struct control *c = cl->c;
-    json_t *o = json_object();
+    struct counters_arg a = {section == NULL ? json_object() : NULL, json_object()};
     if (c->env.counters != NULL)
-        c->env.counters(c->env.ud, emit_counters, o);
+        c->env.counters(c->env.ud, emit_counters, &a);
+    if (section != NULL) {
+        json_t *sec = json_incref(json_object_get(a.sections, section));
+        json_decref(a.sections);
+        if (sec == NULL)
+            control_reply_error(cl, 404, "no such section (or it is off)");
+        else
+            control_reply_json(cl, 200, sec);
+        return;
+    }
     json_t *ctl = json_pack("{s:I,s:I,s:I,s:I,s:I}", "requests", (json_int_t)c->st.requests,
                             "unauthorized", (json_int_t)c->st.unauthorized, "bad_requests",
                             (json_int_t)c->st.bad_requests, "dropped", (json_int_t)c->st.dropped,
                             "clients", (json_int_t)c->nclients);
-    control_reply_json(cl, 200, json_pack("{s:o,s:o}", "counters", o, "control", ctl));
+    control_reply_json(cl, 200, json_pack("{s:o,s:o,s:o}", "counters", a.flat, "sections",
+                                          a.sections, "control", ctl));
 }
 
 static int
@@ -377,10 +417,12 @@ control_api(struct control_client *cl, const struct http_request *req,
     } else if (n == 2 && get && strcmp(s0, "providers") == 0 &&
                (strcmp(t->segs[1], "proxies") == 0 || strcmp(t->segs[1], "rules") == 0)) {
         control_reply_json(cl, 200, json_pack("{s:{}}", "providers"));
+    } else if (n == 2 && get && strcmp(s0, "dns") == 0 && strcmp(t->segs[1], "query") == 0) {
+        control_dns(cl, t->query);
     } else if (n == 1 && get && strcmp(s0, "metrics") == 0) {
         control_metrics(cl);
-    } else if (n == 2 && get && strcmp(s0, "chute") == 0 && strcmp(t->segs[1], "stats") == 0) {
-        get_chute_stats(cl);
+    } else if (n == 2 && get && strcmp(s0, "chute") == 0) {
+        get_chute(cl, strcmp(t->segs[1], "stats") == 0 ? NULL : t->segs[1]);
     } else {
         return 0;
     }

@@ -112,6 +112,26 @@ control_reply_json(struct control_client *cl, int status, void *json)
 }
 
 void
+control_reply_late(struct control_client *cl, int status, void *json)
+{
+    /* From the loop, or at once from the request (a REJECT-only delay
+     * test), where the client's request handling is still up the stack. */
+    int busy = cl->busy;
+    cl->busy = 1;
+    control_reply_json(cl, status, json);
+    if (!cl->dead && !busy)
+        control_client_flush(cl);
+    cl->busy = busy;
+    if (busy)
+        return;
+    if (cl->dead) {
+        control_client_kill(cl);
+        return;
+    }
+    control_client_resume(cl);
+}
+
+void
 control_reply_error(struct control_client *cl, int status, const char *message)
 {
     control_reply_json(cl, status, json_pack("{s:s}", "message", message));
@@ -222,7 +242,7 @@ process(struct control_client *cl)
 {
     int done = 0;
     while (!cl->dead && !cl->close_after && cl->mode == MODE_HTTP && !cl->listing &&
-           cl->delay == NULL && cl->in_len > 0) {
+           !CONTROL_WAITING(cl) && cl->in_len > 0) {
         struct http_request req;
         int hl = http_h1_parse_request(cl->in, cl->in_len, &req);
         if (hl == HTTP_ERR_INCOMPLETE) {
@@ -268,7 +288,7 @@ process(struct control_client *cl)
 int
 control_client_ready(const struct control_client *cl)
 {
-    return cl->mode == MODE_HTTP && !cl->listing && cl->delay == NULL && !cl->close_after &&
+    return cl->mode == MODE_HTTP && !cl->listing && !CONTROL_WAITING(cl) && !cl->close_after &&
            cl->in_len > 0;
 }
 

@@ -36,6 +36,10 @@ struct control_opts {
     char cors[256];    /* Access-Control-Allow-Origin; "" the dashboard's own origin */
 };
 
+/* A DNS response message for GET /dns/query, or NULL with |err| (the
+ * resolver's error text). Valid during the call. */
+typedef void (*control_dns_cb)(void *arg, const uint8_t *resp, size_t len, const char *err);
+
 /* What a counter consumer is handed: |n| groups, valid during the call. */
 typedef void (*control_counters_fn)(void *arg, const struct log_counter_group *g, size_t n);
 
@@ -57,6 +61,12 @@ struct control_env {
     int (*set_mode)(void *ud, const char *mode, char *err, size_t errlen);
     /* The bundle's fallback policy name, for GET /rules. */
     const char *(*fallback)(void *ud);
+    /* GET /dns/query: relays the query message |q| through chute's
+     * resolver; |cb| gets the answer later, never from inside the call.
+     * Returns a handle for dns_cancel, or NULL (no resolver, no memory).
+     * NULL functions: the endpoint answers 500, as Clash without DNS. */
+    void *(*dns_query)(void *ud, const uint8_t *q, size_t len, control_dns_cb cb, void *arg);
+    void (*dns_cancel)(void *ud, void *query);
     void *ud;
 };
 
@@ -65,6 +75,14 @@ struct control_env {
  * from control_client_feed (tests, the fuzzer). */
 struct control *control_new(const struct control_env *env, const struct control_opts *o, char *err,
                             size_t errlen);
+/* A reload's options. The secret and the CORS origin hold from the next
+ * request on; when the secret changed, every client connected before
+ * (streams too) is closed but the one whose request is being answered. A
+ * new address listens before the old one closes; if it cannot, the old one
+ * stays and -1 comes back with |err|. |o| NULL: stops listening and closes
+ * every client (a bundle without control = {...}); options given later
+ * listen again. */
+int control_configure(struct control *c, const struct control_opts *o, char *err, size_t errlen);
 /* Closes the listener and every client. NULL is fine. */
 void control_free(struct control *c);
 

@@ -39,6 +39,7 @@ struct control_client {
     struct flow_cursor cursor; /* GET /connections in progress: where it is, */
     int listing;               /* 1 while the list is being written (the cursor is open) */
     struct control_delay *delay; /* a delay test in progress */
+    struct control_dnsq *dnsq;   /* a DNS query in progress */
     int list_first;
     wslay_event_context_ptr ws;
     double last_active;
@@ -61,8 +62,10 @@ struct control {
     struct control_client head;
     size_t nclients;
     uint64_t last_up, last_down, rate_up, rate_down;
+    int ticked;                /* last_up/last_down hold a tick's totals */
     struct control_stats st;
     char origin[128];          /* "http://127.0.0.1:9090": the default CORS origin */
+    double dns_timeout;        /* GET /dns/query's deadline (5 s, as Clash's) */
 };
 
 /* req.c: the request target and the secret, sans-I/O. */
@@ -96,6 +99,11 @@ void control_reply(struct control_client *cl, int status, const char *ctype, con
                    size_t len);
 void control_reply_json(struct control_client *cl, int status, void *json /* json_t*, stolen */);
 void control_reply_error(struct control_client *cl, int status, const char *message);
+/* An answer that came after the request returned (a delay test, a DNS
+ * query): sent, then the requests that waited behind it are read. */
+void control_reply_late(struct control_client *cl, int status, void *json /* stolen */);
+/* 1 while the client waits for such an answer (it reads nothing more). */
+#define CONTROL_WAITING(cl) ((cl)->delay != NULL || (cl)->dnsq != NULL)
 /* Starts a chunked answer (200) or writes one chunk / WebSocket message. */
 void control_stream_head(struct control_client *cl, const char *ctype);
 int control_stream_send(struct control_client *cl, const char *p, size_t n);
@@ -135,6 +143,10 @@ void control_logs_tap(void *arg, enum log_level level, const char *msg, size_t l
 void control_delay(struct control_client *cl, const char *name, struct mem_slice query,
                    int group);
 void control_delay_cancel(struct control_client *cl);
+
+/* dnsq.c: GET /dns/query?name=&type=, answered when the resolver is. */
+void control_dns(struct control_client *cl, struct mem_slice query);
+void control_dns_cancel(struct control_client *cl);
 
 /* metrics.c, ui.c */
 void control_metrics(struct control_client *cl);

@@ -105,21 +105,7 @@ answer(struct control_delay *d)
     }
     cl->delay = NULL;
     release(d);
-    /* From the loop, or at once from control_delay (a REJECT-only test),
-     * where the client's request handling is still up the stack. */
-    int busy = cl->busy;
-    cl->busy = 1;
-    control_reply_json(cl, status, j);
-    if (!cl->dead && !busy)
-        control_client_flush(cl);
-    cl->busy = busy;
-    if (busy)
-        return;
-    if (cl->dead) {
-        control_client_kill(cl);
-        return;
-    }
-    control_client_resume(cl);
+    control_reply_late(cl, status, j);
 }
 
 /* |ms| >= 0, or -1 (timeout) / -2 (failed). */

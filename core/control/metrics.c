@@ -65,7 +65,8 @@ static const char *
 kind(const char *key)
 {
     static const char *const gauges[] = {"active", "used", "lua_bytes", "entries", "size",
-                                         "held", "open", "live"};
+                                         "held", "open", "live", "capacity", "heap_max",
+                                         "listeners"};
     for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++)
         if (strstr(key, gauges[i]) != NULL)
             return "gauge";

@@ -27,6 +27,7 @@ client_free(struct control_client *cl)
     }
     control_ws_free(cl);
     control_delay_cancel(cl);
+    control_dns_cancel(cl);
     control_list_end(cl);
     cl->prev->next = cl->next;
     cl->next->prev = cl->prev;
@@ -133,7 +134,7 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
         return;
     /* While a list is written, or the buffer holds a whole unread
      * pipeline, wait: the flush starts reading again. */
-    if (cl->listing || cl->delay != NULL || cl->in_len == sizeof(cl->in))
+    if (cl->listing || CONTROL_WAITING(cl) || cl->in_len == sizeof(cl->in))
         ev_io_stop(loop, &cl->rw);
 }
 
@@ -211,11 +212,84 @@ on_tick(struct ev_loop *loop, ev_timer *w, int revents)
             client_free(cl); /* parked by the log tap */
             continue;
         }
-        if (cl->fd >= 0 && cl->mode == MODE_HTTP && !cl->listing && cl->delay == NULL &&
+        if (cl->fd >= 0 && cl->mode == MODE_HTTP && !cl->listing && !CONTROL_WAITING(cl) &&
             now - cl->last_active > IDLE_TIMEOUT)
             control_client_kill(cl);
     }
     control_streams_tick(c);
+}
+
+static int
+open_listener(const struct control_opts *o, char *err, size_t errlen)
+{
+    int fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (const struct sockaddr *)&o->addr, o->addrlen) != 0 || listen(fd, 128) != 0) {
+        snprintf(err, errlen, "control: listen on %s: %s", o->text, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void
+close_listener(struct control *c)
+{
+    if (c->fd < 0)
+        return;
+    ev_io_stop(c->env.loop, &c->w);
+    ev_timer_stop(c->env.loop, &c->retry);
+    close(c->fd);
+    c->fd = -1;
+}
+
+/* Every client but the one whose request is being answered (busy) goes;
+ * that one is closed after its answer when |all|. */
+static void
+drop_clients(struct control *c, int all)
+{
+    for (struct control_client *cl = c->head.next; cl != &c->head; cl = cl->next) {
+        if (cl->busy)
+            cl->close_after |= all;
+        else if (!cl->dead)
+            control_client_park(cl); /* the tick frees it: a caller may hold it */
+    }
+}
+
+int
+control_configure(struct control *c, const struct control_opts *o, char *err, size_t errlen)
+{
+    if (o == NULL) {
+        if (c->fd >= 0)
+            LOG_INFO("control: the bundle has no control = {...} now: %s closed", c->o.text);
+        close_listener(c);
+        drop_clients(c, 1);
+        c->o.text[0] = '\0';
+        return 0;
+    }
+    int moved = c->fd < 0 || strcmp(o->text, c->o.text) != 0 || o->addrlen != c->o.addrlen ||
+                memcmp(&o->addr, &c->o.addr, o->addrlen) != 0;
+    if (moved) {
+        /* The new one first: if it cannot listen, the old one stays. */
+        int fd = open_listener(o, err, errlen);
+        if (fd < 0)
+            return -1;
+        close_listener(c);
+        c->fd = fd;
+        ev_io_set(&c->w, fd, EV_READ);
+        ev_io_start(c->env.loop, &c->w);
+        snprintf(c->origin, sizeof(c->origin), "http://%s", o->text);
+        LOG_INFO("control: listening on http://%s now", o->text);
+    }
+    if (strcmp(o->secret, c->o.secret) != 0) {
+        /* Clients let in with the old secret (streams too) must ask again. */
+        drop_clients(c, 0);
+        LOG_INFO("control: a new secret; %s", "the clients connected before were closed");
+    }
+    c->o = *o;
+    return 0;
 }
 
 struct control *
@@ -228,24 +302,19 @@ control_new(const struct control_env *env, const struct control_opts *o, char *e
     }
     c->env = *env;
     c->fd = -1;
+    c->dns_timeout = 5.0;
     c->head.prev = c->head.next = &c->head;
+    ev_init(&c->w, on_accept);
+    ev_timer_init(&c->retry, on_retry, 0.1, 0);
     if (o != NULL) {
         c->o = *o;
         snprintf(c->origin, sizeof(c->origin), "http://%s", o->text);
-        c->fd = socket(o->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        int one = 1;
-        if (c->fd < 0 || setsockopt(c->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-            bind(c->fd, (const struct sockaddr *)&o->addr, o->addrlen) != 0 ||
-            listen(c->fd, 128) != 0) {
-            snprintf(err, errlen, "control: listen on %s: %s", o->text, strerror(errno));
-            if (c->fd >= 0)
-                close(c->fd);
+        if ((c->fd = open_listener(o, err, errlen)) < 0) {
             free(c);
             return NULL;
         }
-        ev_io_init(&c->w, on_accept, c->fd, EV_READ);
+        ev_io_set(&c->w, c->fd, EV_READ);
         ev_io_start(env->loop, &c->w);
-        ev_timer_init(&c->retry, on_retry, 0.1, 0);
     }
     ev_timer_init(&c->tick, on_tick, 1.0, 1.0);
     ev_timer_start(env->loop, &c->tick);
@@ -264,11 +333,7 @@ control_free(struct control *c)
     log_set_tap(NULL, NULL);
     while (c->head.next != &c->head)
         client_free(c->head.next);
-    if (c->fd >= 0) {
-        ev_io_stop(c->env.loop, &c->w);
-        ev_timer_stop(c->env.loop, &c->retry);
-        close(c->fd);
-    }
+    close_listener(c);
     ev_timer_stop(c->env.loop, &c->tick);
     free(c);
 }

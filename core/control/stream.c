@@ -189,8 +189,12 @@ control_streams_tick(struct control *c)
     flow_table_stats(c->env.flows, &st);
     c->rate_up = st.bytes_up >= c->last_up ? st.bytes_up - c->last_up : 0;
     c->rate_down = st.bytes_down >= c->last_down ? st.bytes_down - c->last_down : 0;
-    if (c->last_up == 0 && c->last_down == 0)
-        c->rate_up = c->rate_down = 0; /* the first tick has no second before it */
+    /* The first tick has no second before it. (Not "both totals 0": a
+     * chute that moved nothing yet would lose the first second of a
+     * transfer.) */
+    if (!c->ticked)
+        c->rate_up = c->rate_down = 0;
+    c->ticked = 1;
     c->last_up = st.bytes_up;
     c->last_down = st.bytes_down;
     for (struct control_client *cl = c->head.next, *next; cl != &c->head; cl = next) {

@@ -1,5 +1,7 @@
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "dns/msg.h"
 
@@ -625,4 +627,17 @@ dns_type_name(uint16_t type, char *buf, size_t len)
         return "TYPE?";
     snprintf(buf, len, "TYPE%u", (unsigned)type);
     return buf;
+}
+
+int
+dns_type_parse(const char *name)
+{
+    for (size_t i = 0; i < sizeof(type_names) / sizeof(type_names[0]); i++)
+        if (strcasecmp(type_names[i].name, name) == 0)
+            return type_names[i].type;
+    if (strncasecmp(name, "TYPE", 4) != 0 || name[4] < '0' || name[4] > '9')
+        return -1;
+    char *end;
+    unsigned long v = strtoul(name + 4, &end, 10);
+    return *end == '\0' && v <= 65535 ? (int)v : -1;
 }

@@ -129,5 +129,15 @@ void dns_msg_age(uint8_t *buf, size_t len, const struct dns_msg *m, uint32_t ela
 
 /* "A", "AAAA", "TYPE65"... for logs. |buf| gets the numeric form. */
 const char *dns_type_name(uint16_t type, char *buf, size_t len);
+/* The type a name stands for ("A", "aaaa", "HTTPS", "TYPE65"), or -1. */
+int dns_type_parse(const char *name);
+
+/* rrtext.c: the record's data in presentation form, as a zone file writes
+ * it after the type ("192.0.2.1", "10 mx.example.com.", "\"v=spf1 -all\""),
+ * names with their final dot; types it does not know, and records whose
+ * data does not parse, in RFC 3597's generic form ("\# 4 c0000201").
+ * Returns the length written to |out| (NUL-terminated), or -1 when |cap| is
+ * too small. */
+int dns_rr_text(const uint8_t *msg, size_t len, const struct dns_rr *rr, char *out, size_t cap);
 
 #endif

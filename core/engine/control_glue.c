@@ -3,7 +3,9 @@
 #include <strings.h>
 
 #include "control/control.h"
+#include "dns/dns.h"
 #include "engine/engine.h"
+#include "log/log.h"
 #include "script/script.h"
 
 /* What the control API is given of the engine (struct control_env): the
@@ -61,20 +63,42 @@ env_fallback(void *ud)
     return script_policy_name(e->script, script_config(e->script)->fallback);
 }
 
+/* GET /dns/query: through the resolver, as dns_forward relays any type. */
+static void *
+env_dns_query(void *ud, const uint8_t *q, size_t len, control_dns_cb cb, void *arg)
+{
+    struct engine *e = ud;
+    return e->dns != NULL ? dns_forward(e->dns, q, len, cb, arg) : NULL;
+}
+
+static void
+env_dns_cancel(void *ud, void *q)
+{
+    dns_query_cancel(q);
+}
+
+static struct control_opts
+opts_of(const struct script_control *sc)
+{
+    struct control_opts o = {.addr = sc->addr, .addrlen = sc->addrlen};
+    snprintf(o.text, sizeof(o.text), "%s", sc->listen);
+    snprintf(o.secret, sizeof(o.secret), "%s", sc->secret);
+    snprintf(o.cors, sizeof(o.cors), "%s", sc->cors);
+    return o;
+}
+
 int
 engine_control_start(struct engine *e, char *err, size_t errlen)
 {
     const struct script_control *sc = &script_config(e->script)->control;
     if (!sc->enabled || e->control != NULL)
         return 0;
-    struct control_opts o = {.addr = sc->addr, .addrlen = sc->addrlen};
-    snprintf(o.text, sizeof(o.text), "%s", sc->listen);
-    snprintf(o.secret, sizeof(o.secret), "%s", sc->secret);
-    snprintf(o.cors, sizeof(o.cors), "%s", sc->cors);
+    struct control_opts o = opts_of(sc);
     const struct control_env env = {
         .loop = e->loop, .flows = e->flows, .out = &e->out, .set = env_set,
         .counters = env_counters, .reload = env_reload, .mode = env_mode,
-        .set_mode = env_set_mode, .fallback = env_fallback, .ud = e,
+        .set_mode = env_set_mode, .fallback = env_fallback, .dns_query = env_dns_query,
+        .dns_cancel = env_dns_cancel, .ud = e,
     };
     e->control = control_new(&env, &o, err, errlen);
     return e->control != NULL ? 0 : -1;
@@ -85,4 +109,21 @@ engine_control_stop(struct engine *e)
 {
     control_free(e->control);
     e->control = NULL;
+}
+
+void
+engine_control_reload(struct engine *e)
+{
+    const struct script_control *sc = &script_config(e->script)->control;
+    char err[256];
+    if (e->control == NULL) {
+        if (engine_control_start(e, err, sizeof(err)) != 0)
+            LOG_ERROR("reload: %s", err);
+        return;
+    }
+    struct control_opts o = opts_of(sc);
+    /* Not engine_control_stop when the bundle drops control = {...}: the
+     * reload may come from one of its clients (PUT /configs), up the stack. */
+    if (control_configure(e->control, sc->enabled ? &o : NULL, err, sizeof(err)) != 0)
+        LOG_ERROR("reload: %s; the control API stays on %s", err, "its old address");
 }

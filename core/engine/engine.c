@@ -243,6 +243,7 @@ reloaded(struct engine *e, struct script *s, char *err, size_t errlen)
         return;
     }
     apply_log_level(ce);
+    engine_control_reload(e);
     e->reloads++;
     LOG_INFO("reloaded %s (rule version %u); flows in flight keep their decision",
              e->bundle_dir ? e->bundle_dir : "bundle", e->rule_version);

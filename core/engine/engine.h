@@ -126,6 +126,9 @@ enum engine_mode { ENGINE_MODE_RULE = 0, ENGINE_MODE_DIRECT, ENGINE_MODE_GLOBAL 
  * (control = {...}) on the loop, or does nothing; -1 with |err|. */
 int engine_control_start(struct engine *e, char *err, size_t errlen);
 void engine_control_stop(struct engine *e);
+/* After a reload: the new bundle's control = {...} (secret, CORS, address;
+ * started, or closed when it is gone); errors go to the log. */
+void engine_control_reload(struct engine *e);
 
 /* stats.c: calls |emit| once with every module's counters now (the
  * stats line's groups, then the TUN's while it runs). */

@@ -93,19 +93,32 @@ fill_groups(const struct engine *e, const struct snapshot *s,
             struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS])
 {
     const struct log_counter_group all[ENGINE_GROUPS + TUN_GROUPS] = {
-        {"", flow_table_counters, &s->flows},
-        {"", script_counters, &s->script},
-        {"dcache_", flow_dcache_counters, &s->dcache},
-        {"dns_", dns_server_counters, &s->dns},
-        {"resolver_", dns_resolver_counters, &s->resolver},
-        {"", outbound_set_counters, &s->set},
-        {"tls_", tls_counters, &s->tls},
-        {"", tun_counters, &s->tun},
-        {"", engine_dp_counters, &e->dp},
-        {"", netstack_counters, &s->net},
-        {"udp_", flow_udp_counters, &s->udp},
+        {"", flow_table_counters, &s->flows, "flows"},
+        {"", script_counters, &s->script, "script"},
+        {"dcache_", flow_dcache_counters, &s->dcache, "dcache"},
+        {"dns_", dns_server_counters, &s->dns, "dns"},
+        {"resolver_", dns_resolver_counters, &s->resolver, "resolver"},
+        {"", outbound_set_counters, &s->set, "proxies"},
+        {"tls_", tls_counters, &s->tls, "tls"},
+        {"", tun_counters, &s->tun, "tun"},
+        {"", engine_dp_counters, &e->dp, "datapath"},
+        {"", netstack_counters, &s->net, "lwip"},
+        {"udp_", flow_udp_counters, &s->udp, "udp"},
     };
     memcpy(g, all, sizeof(all));
+}
+
+/* The MITM's counters, leaf minting and rewrites with them (one section). */
+enum { MITM_GROUPS = 3 };
+static void
+fill_mitm(const struct snapshot *s, struct log_counter_group g[MITM_GROUPS])
+{
+    const struct log_counter_group mitm[MITM_GROUPS] = {
+        {"", mitm_counters, &s->mitm, "mitm"},
+        {"mitm_", tls_mint_counters, &s->mint, "mitm"},
+        {"", mitm_rewrite_counters, &s->rewrite, "mitm"},
+    };
+    memcpy(g, mitm, sizeof(mitm));
 }
 
 void
@@ -114,10 +127,16 @@ engine_stats_groups(struct engine *e,
 {
     struct snapshot s = {0};
     snapshot(e, &s);
-    struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS];
+    struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS + MITM_GROUPS];
     fill_groups(e, &s, g);
-    /* The TUN's only while it runs, as in the stats lines. */
-    emit(arg, g, ENGINE_GROUPS + (e->tun != NULL ? TUN_GROUPS : 0));
+    /* The TUN's only while it runs, the MITM's while it is on, as in the
+     * stats lines. */
+    size_t n = ENGINE_GROUPS + (e->tun != NULL ? TUN_GROUPS : 0);
+    if (e->mitm != NULL) {
+        fill_mitm(&s, g + n);
+        n += MITM_GROUPS;
+    }
+    emit(arg, g, n);
 }
 
 void
@@ -158,13 +177,10 @@ engine_stats_log(struct engine *e)
              (unsigned long long)outbound_auth_failures(), (unsigned long long)e->rule_resolves);
     LOG_INFO("stats%s", line);
     if (e->mitm != NULL) {
-        const struct log_counter_group mitm[] = {
-            {"", mitm_counters, &s.mitm},
-            {"mitm_", tls_mint_counters, &s.mint},
-            {"", mitm_rewrite_counters, &s.rewrite},
-        };
+        struct log_counter_group mitm[MITM_GROUPS];
+        fill_mitm(&s, mitm);
         line[0] = '\0';
-        log_counters_format(line, sizeof(line), mitm, sizeof(mitm) / sizeof(mitm[0]));
+        log_counters_format(line, sizeof(line), mitm, MITM_GROUPS);
         LOG_INFO("stats mitm%s", line);
     }
     if (e->tun == NULL)

@@ -47,11 +47,14 @@ log_counter_value(const struct log_counter *c, const void *stats)
 }
 
 /* A module's counters as a consumer shows them: its table, a snapshot of its
- * stats struct, and a prefix for the keys ("dns_", or ""). */
+ * stats struct, a prefix for the keys ("dns_", or ""), and the section it
+ * belongs to for consumers that group them ("dcache", "lwip"; NULL none:
+ * the control API's /chute/<section>). */
 struct log_counter_group {
     const char *prefix;
     const struct log_counter *table;
     const void *stats;
+    const char *section;
 };
 
 /* Appends " <prefix><key>=<value>" for every counter of the |n| groups, in

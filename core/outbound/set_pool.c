@@ -265,7 +265,7 @@ outbound_set_pools_describe(const struct outbound_set *s, char *buf, size_t len)
             continue;
         struct pool_stats st;
         pool_stats(s->pools[i].pool, &st);
-        const struct log_counter_group g[] = {{"", pool_counters, &st}};
+        const struct log_counter_group g[] = {{"", pool_counters, &st, NULL}};
         int n = snprintf(buf + off, len - off, "%s%s", off ? "\n" : "", s->proxies[i].name);
         if (n < 0 || (size_t)n >= len - off)
             break;

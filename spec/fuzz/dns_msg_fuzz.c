@@ -152,6 +152,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < m.nrr; i++) {
         CHECK(m.rr[i].rdata_off + m.rr[i].rdlen <= size && m.rr[i].ttl_off + 4 <= size);
         CHECK(m.rr[i].rdata == data + m.rr[i].rdata_off);
+        /* As GET /dns/query shows it: always text, or -1 only when the
+         * buffer is too small. */
+        static char text[2048];
+        size_t cap = size % 7 ? sizeof(text) : 16;
+        int n = dns_rr_text(data, size, &m.rr[i], text, cap);
+        CHECK(n >= -1 && (n < 0 || ((size_t)n < cap && strlen(text) == (size_t)n)));
+        CHECK(n >= 0 || cap < sizeof(text) || m.rr[i].rdlen > 1000);
     }
     check_rewrites(data, size);
     if (m.qdcount == 0)

@@ -83,8 +83,20 @@ assert seen['chute_group_selected{group="pick",member="REJECT"}'] == 1, seen
 assert seen['chute_group_selected{group="pick",member="DIRECT"}'] == 0, seen
 assert seen['chute_proxy_up{name="DIRECT",type="Direct"}'] == 1, seen
 assert types["chute_flows_active"] == "gauge" and types["chute_flows_total"] == "counter"
+assert seen["chute_dcache_misses"] >= 1 and types["chute_dcache_capacity"] == "gauge", seen
 PY
 check "/metrics parses as Prometheus text, with flows, routes and the group's choice"
+
+say "/chute/<section>: the counters Clash has not"
+st=$(api "$API/chute/stats")
+dc=$(api "$API/chute/dcache")
+assert_eq "$(json 'j["sections"]["dcache"]["dcache_misses"]' <<<"$st")" "$(json 'j["dcache_misses"]' <<<"$dc")" \
+    "GET /chute/dcache is /chute/stats's dcache section"
+assert_eq True "$(json 'j["dcache_misses"] >= 1 and j["dcache_capacity"] > 0' <<<"$dc")" "the decision cache missed and has room"
+assert_eq "$(json 'j["counters"]["flows_total"]' <<<"$st")" "$(json 'j["sections"]["flows"]["flows_total"]' <<<"$st")" \
+    "the flat counters and the sections agree"
+assert_eq 404 "$(http_status -H "Authorization: Bearer $SECRET" "$API/chute/mitm")" "/chute/mitm without a MITM: 404"
+assert_eq 404 "$(http_status -H "Authorization: Bearer $SECRET" "$API/chute/lwip")" "/chute/lwip without a TUN: 404"
 
 say "chute ctl status, logs, reload; PUT /configs"
 assert_match "^chute 0\.[0-9.]+ at 127\.0\.0\.1:$CTL_PORT" "$("${CTL[@]}" status)" "chute ctl status: the version"

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
 #include "control/control_int.h"
+#include "dns/msg.h"
 #include "flow/flow.h"
 
 static void
@@ -292,13 +294,226 @@ router(void **st)
     rig_free(r);
 }
 
+/* GET /dns/query through an injected resolver that answers when told. */
+static struct {
+    control_dns_cb cb;
+    void *arg;
+    uint8_t q[512];
+    size_t qlen;
+    int cancelled;
+} fake_dns;
+
+static void *
+dns_query_fake(void *ud, const uint8_t *q, size_t len, control_dns_cb cb, void *arg)
+{
+    fake_dns.cb = cb;
+    fake_dns.arg = arg;
+    memcpy(fake_dns.q, q, len);
+    fake_dns.qlen = len;
+    return &fake_dns;
+}
+
+static void
+dns_cancel_fake(void *ud, void *q)
+{
+    assert_ptr_equal(q, &fake_dns);
+    fake_dns.cancelled++;
+}
+
+static json_t *
+body_json(struct rig *r, int *status)
+{
+    assert_true(r->out.len > 12);
+    *status = atoi(r->out.buf + 9);
+    char *b = strstr(r->out.buf, "\r\n\r\n");
+    assert_non_null(b);
+    json_t *j = json_loads(b + 4, JSON_DISABLE_EOF_CHECK, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+static void
+dns_query(void **st)
+{
+    struct rig *r = rig_new("");
+    int status;
+    const char *b = ask(r, "GET /dns/query?name=example.com HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 500);
+    assert_string_equal(b, "{\"message\":\"DNS section is disabled\"}");
+    r->c->env.dns_query = dns_query_fake;
+    r->c->env.dns_cancel = dns_cancel_fake;
+    ask(r, "GET /dns/query?type=A HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 400);
+    b = ask(r, "GET /dns/query?name=x.com&type=NOPE HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 400);
+    assert_string_equal(b, "{\"message\":\"invalid query type\"}");
+
+    /* Asked; no answer until the resolver gives one, and the request
+     * pipelined behind it waits too. */
+    r->out.len = 0;
+    struct control_client *cl = control_client_fake(r->c, collect, &r->out);
+    const char *req = "GET /dns/query?name=Example.COM.&type=AAAA HTTP/1.1\r\n\r\n"
+                      "GET /version HTTP/1.1\r\n\r\n";
+    assert_int_equal(control_client_feed(cl, req, strlen(req)), 0);
+    assert_int_equal(r->out.len, 0);
+    static struct dns_msg q;
+    assert_int_equal(dns_msg_parse(&q, fake_dns.q, fake_dns.qlen), 0);
+    assert_string_equal(q.qname, "example.com");
+    assert_int_equal(q.qtype, DNS_TYPE_AAAA);
+    uint8_t resp[512], v6[32] = {0x20, 0x01, 0x0d, 0xb8, [15] = 1, 0x20, 0x01, 0x0d, 0xb8, [31] = 2};
+    int n = dns_build_addrs(resp, sizeof(resp), &q, v6, 2, 300);
+    assert_true(n > 0);
+    fake_dns.cb(fake_dns.arg, resp, (size_t)n, NULL);
+    json_t *got = body_json(r, &status);
+    assert_int_equal(status, 200);
+    json_t *want = fixture("dns_query.json");
+    same_shape(want, got, "dns");
+    assert_int_equal(json_integer_value(json_object_get(got, "Status")), 0);
+    json_t *q0 = json_array_get(json_object_get(got, "Question"), 0);
+    assert_string_equal(json_string_value(json_object_get(q0, "Name")), "example.com.");
+    assert_int_equal(json_integer_value(json_object_get(q0, "Qtype")), 28);
+    json_t *a = json_object_get(got, "Answer");
+    assert_int_equal(json_array_size(a), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(a, 1), "data")),
+                        "2001:db8::2");
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(a, 0), "TTL")), 300);
+    assert_null(json_object_get(got, "Authority"));
+    json_decref(got);
+    json_decref(want);
+    assert_non_null(strstr(r->out.buf, "\"version\":\"chute ")); /* the one that waited */
+    control_client_close(cl);
+
+    /* NXDOMAIN: Status 3, no Answer. A resolver error: 500. */
+    for (int k = 0; k < 3; k++) {
+        r->out.len = 0;
+        cl = control_client_fake(r->c, collect, &r->out);
+        req = "GET /dns/query?name=nx.example HTTP/1.1\r\n\r\n";
+        assert_int_equal(control_client_feed(cl, req, strlen(req)), 0);
+        assert_int_equal(dns_msg_parse(&q, fake_dns.q, fake_dns.qlen), 0);
+        n = dns_build_error(resp, sizeof(resp), &q, DNS_RCODE_NXDOMAIN, 60);
+        if (k == 0)
+            fake_dns.cb(fake_dns.arg, resp, (size_t)n, NULL);
+        else
+            fake_dns.cb(fake_dns.arg, NULL, 0, k == 1 ? "timeout" : "server failure");
+        got = body_json(r, &status);
+        if (k == 0) {
+            assert_int_equal(status, 200);
+            assert_int_equal(json_integer_value(json_object_get(got, "Status")), 3);
+            assert_null(json_object_get(got, "Answer"));
+            assert_int_equal(json_array_size(json_object_get(got, "Authority")), 1);
+        } else {
+            assert_int_equal(status, 500);
+            assert_string_equal(json_string_value(json_object_get(got, "message")),
+                                k == 1 ? "context deadline exceeded" : "server failure");
+        }
+        json_decref(got);
+        control_client_close(cl);
+    }
+
+    /* Our own deadline: the query is cancelled, Clash's error shape. */
+    r->c->dns_timeout = 0.02;
+    r->out.len = 0;
+    cl = control_client_fake(r->c, collect, &r->out);
+    req = "GET /dns/query?name=slow.example HTTP/1.1\r\n\r\n";
+    assert_int_equal(control_client_feed(cl, req, strlen(req)), 0);
+    for (int i = 0; i < 100 && r->out.len == 0; i++) {
+        usleep(10000);
+        ev_run(r->loop, EVRUN_NOWAIT);
+    }
+    got = body_json(r, &status);
+    assert_int_equal(status, 500);
+    assert_string_equal(json_string_value(json_object_get(got, "message")),
+                        "context deadline exceeded");
+    assert_int_equal(fake_dns.cancelled, 1);
+    json_decref(got);
+    control_client_close(cl);
+
+    /* A client that goes while it waits cancels its query. */
+    cl = control_client_fake(r->c, collect, &r->out);
+    assert_int_equal(control_client_feed(cl, req, strlen(req)), 0);
+    control_client_close(cl);
+    assert_int_equal(fake_dns.cancelled, 2);
+    rig_free(r);
+}
+
+/* /chute/stats and /chute/<section> group what env.counters gives by
+ * section; /metrics has the same counters. */
+struct two {
+    uint64_t a, b;
+};
+static const struct log_counter two_counters[] = {
+    LOG_COUNTER(struct two, a, hits) LOG_COUNTER(struct two, b, capacity) LOG_COUNTER_END};
+static const struct log_counter mitm_two[] = {
+    LOG_COUNTER(struct two, a, mitm_flows) LOG_COUNTER(struct two, b, mitm_active) LOG_COUNTER_END};
+static const struct log_counter tun_two[] = {
+    LOG_COUNTER(struct two, a, pkts_in) LOG_COUNTER(struct two, b, batches) LOG_COUNTER_END};
+
+static void
+counters_fake(void *ud, control_counters_fn emit, void *arg)
+{
+    static const struct two d = {7, 4096}, m = {3, 1}, mint = {2, 5}, t = {640, 10};
+    const struct log_counter_group g[] = {
+        {"dcache_", two_counters, &d, "dcache"},
+        {"", mitm_two, &m, "mitm"},
+        {"mitm_", two_counters, &mint, "mitm"},
+        {"", tun_two, ud != NULL ? &t : &d, ud != NULL ? "tun" : NULL},
+    };
+    emit(arg, g, 4);
+}
+
+static void
+chute_sections(void **st)
+{
+    struct rig *r = rig_new("");
+    r->c->env.counters = counters_fake;
+    int status;
+    r->out.len = 0;
+    ask(r, "GET /chute/stats HTTP/1.1\r\n\r\n", &status);
+    json_t *j = body_json(r, &status);
+    assert_int_equal(status, 200);
+    json_t *sec = json_object_get(j, "sections");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(sec, "dcache"),
+                                                        "dcache_hits")), 7);
+    json_t *mitm = json_object_get(sec, "mitm");
+    assert_int_equal(json_object_size(mitm), 4); /* both groups of the one section */
+    assert_int_equal(json_integer_value(json_object_get(mitm, "mitm_hits")), 2);
+    assert_null(json_object_get(sec, "tun")); /* a group without a section: flat only */
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "counters"),
+                                                        "pkts_in")), 7);
+    json_decref(j);
+
+    ask(r, "GET /chute/mitm HTTP/1.1\r\n\r\n", &status);
+    j = body_json(r, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "mitm_flows")), 3);
+    assert_int_equal(json_integer_value(json_object_get(j, "mitm_capacity")), 5);
+    json_decref(j);
+    ask(r, "GET /chute/tun HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 404);
+    r->c->env.ud = r; /* now with a TUN */
+    ask(r, "GET /chute/tun HTTP/1.1\r\n\r\n", &status);
+    j = body_json(r, &status);
+    assert_int_equal(status, 200);
+    assert_true(json_real_value(json_object_get(j, "batch_mean")) == 64.0);
+    json_decref(j);
+
+    const char *b = ask(r, "GET /metrics HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(b, "# TYPE chute_mitm_flows counter\nchute_mitm_flows 3\n"));
+    assert_non_null(strstr(b, "# TYPE chute_mitm_active gauge\n"));
+    assert_non_null(strstr(b, "# TYPE chute_dcache_capacity gauge\nchute_dcache_capacity 4096\n"));
+    assert_non_null(strstr(b, "chute_batches 10\n"));
+    rig_free(r);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(target_parse),    cmocka_unit_test(query_get),
         cmocka_unit_test(auth_forms),      cmocka_unit_test(connections_shape),
-        cmocka_unit_test(router),
+        cmocka_unit_test(router),          cmocka_unit_test(dns_query),
+        cmocka_unit_test(chute_sections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -561,6 +561,59 @@ test_type_name(void **state)
     assert_string_equal(dns_type_name(65535, buf, sizeof(buf)), "TYPE65535");
 }
 
+/* Records as zone-file text (what GET /dns/query shows): compressed names
+ * followed, TXT quoted and escaped, unknown or broken data as RFC 3597. */
+static void
+test_rr_text(void **state)
+{
+    char t[256];
+    assert_int_equal(dns_msg_parse(&m, chain, sizeof(chain)), 0);
+    assert_int_equal(dns_rr_text(chain, sizeof(chain), &m.rr[0], t, sizeof(t)), 16);
+    assert_string_equal(t, "cdn.example.com.");
+    dns_rr_text(chain, sizeof(chain), &m.rr[1], t, sizeof(t));
+    assert_string_equal(t, "edge.cdn.example.com.");
+    dns_rr_text(chain, sizeof(chain), &m.rr[2], t, sizeof(t));
+    assert_string_equal(t, "93.184.216.34");
+    assert_int_equal(dns_rr_text(chain, sizeof(chain), &m.rr[2], t, 5), -1);
+
+    static const uint8_t rdata[] = {
+        0, 10, 2, 'm', 'x', 0,                          /* MX 10 mx. */
+        5, 'a', '"', 'b', '\\', 0x01, 1, 'c',           /* TXT "a\"b\\\001" "c" */
+        0, 5, 'i', 's', 's', 'u', 'e', 'c', 'a',        /* CAA 0 issue "ca" */
+        0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, /* AAAA */
+        0xde, 0xad,                                     /* TYPE99 */
+    };
+    struct dns_rr rr = {.type = DNS_TYPE_MX, .rdlen = 6, .rdata = rdata, .rdata_off = 0};
+    dns_rr_text(rdata, sizeof(rdata), &rr, t, sizeof(t));
+    assert_string_equal(t, "10 mx.");
+    rr = (struct dns_rr){.type = DNS_TYPE_TXT, .rdlen = 8, .rdata = rdata + 6, .rdata_off = 6};
+    dns_rr_text(rdata, sizeof(rdata), &rr, t, sizeof(t));
+    assert_string_equal(t, "\"a\\\"b\\\\\\001\" \"c\"");
+    rr = (struct dns_rr){.type = 257, .rdlen = 9, .rdata = rdata + 14, .rdata_off = 14};
+    dns_rr_text(rdata, sizeof(rdata), &rr, t, sizeof(t));
+    assert_string_equal(t, "0 issue \"ca\"");
+    rr = (struct dns_rr){.type = DNS_TYPE_AAAA, .rdlen = 16, .rdata = rdata + 23, .rdata_off = 23};
+    dns_rr_text(rdata, sizeof(rdata), &rr, t, sizeof(t));
+    assert_string_equal(t, "2001:db8::1");
+    rr = (struct dns_rr){.type = 99, .rdlen = 2, .rdata = rdata + 39, .rdata_off = 39};
+    dns_rr_text(rdata, sizeof(rdata), &rr, t, sizeof(t));
+    assert_string_equal(t, "\\# 2 dead");
+    /* A TXT string that claims more than the record holds, an A of 2 bytes. */
+    rr = (struct dns_rr){.type = DNS_TYPE_TXT, .rdlen = 3, .rdata = rdata + 6, .rdata_off = 6};
+    dns_rr_text(rdata, sizeof(rdata), &rr, t, sizeof(t));
+    assert_string_equal(t, "\\# 3 056122");
+    rr = (struct dns_rr){.type = DNS_TYPE_A, .rdlen = 2, .rdata = rdata + 39, .rdata_off = 39};
+    dns_rr_text(rdata, sizeof(rdata), &rr, t, sizeof(t));
+    assert_string_equal(t, "\\# 2 dead");
+
+    assert_int_equal(dns_type_parse("aaaa"), DNS_TYPE_AAAA);
+    assert_int_equal(dns_type_parse("HTTPS"), DNS_TYPE_HTTPS);
+    assert_int_equal(dns_type_parse("TYPE99"), 99);
+    assert_int_equal(dns_type_parse("TYPE70000"), -1);
+    assert_int_equal(dns_type_parse("BOGUS"), -1);
+    assert_int_equal(dns_type_parse("TYPE"), -1);
+}
+
 int
 main(void)
 {
@@ -581,6 +634,7 @@ main(void)
         cmocka_unit_test(test_age),
         cmocka_unit_test(test_many_records),
         cmocka_unit_test(test_type_name),
+        cmocka_unit_test(test_rr_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

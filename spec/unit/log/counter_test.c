@@ -52,7 +52,7 @@ test_format(void **state)
 {
     struct demo_stats a = {.sent = 1, .lost_bytes = 20, .peak = UINT64_MAX};
     struct demo_stats b = {.sent = 7};
-    const struct log_counter_group g[] = {{"", demo_counters, &a}, {"b_", demo_counters, &b}};
+    const struct log_counter_group g[] = {{"", demo_counters, &a, NULL}, {"b_", demo_counters, &b, NULL}};
     char buf[256] = "stats";
     size_t n = log_counters_format(buf, sizeof(buf), g, 2);
     assert_string_equal(buf, "stats sent=1 lost=20 peak=18446744073709551615 b_sent=7 b_lost=0 "
