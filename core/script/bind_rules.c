@@ -527,7 +527,14 @@ l_route(lua_State *L)
         if (p->rules[i].c.type == C_RULESET) {
             char line[sizeof(f->why)]; /* the list's own "file:line", from its match */
             memcpy(line, f->why, sizeof(line));
-            snprintf(f->why, sizeof(f->why), "rule %zu %.110s", i + 1, line);
+            /* "rule N file:line"; a very long list path is cut, the rule
+             * number stays first. */
+            char num[24];
+            size_t k = (size_t)snprintf(num, sizeof(num), "rule %zu ", i + 1);
+            size_t ll = strnlen(line, sizeof(f->why) - 1 - k);
+            memcpy(f->why, num, k);
+            memcpy(f->why + k, line, ll);
+            f->why[k + ll] = '\0';
         } else {
             snprintf(f->why, sizeof(f->why), "%s", p->rules[i].desc);
         }
