@@ -179,6 +179,8 @@ h2_io_options(int server)
 int
 h2_buf_put(struct h2_buf *b, const uint8_t *p, size_t n, size_t cap)
 {
+    if (n == 0)
+        return 0;
     if (b->off > 0 && b->off == b->len)
         b->off = b->len = 0;
     if (b->len - b->off + n > cap)
@@ -209,6 +211,8 @@ size_t
 h2_buf_take(struct h2_buf *b, uint8_t *dst, size_t max)
 {
     size_t n = b->len - b->off < max ? b->len - b->off : max;
+    if (n == 0)
+        return 0; /* an empty buffer may have no memory yet */
     memcpy(dst, b->p + b->off, n);
     b->off += n;
     if (b->off == b->len)
