@@ -32,11 +32,13 @@ static void
 answer_failed(struct mitm_sess *s, struct http_h1_conn *h, const char *why)
 {
     struct mem_arena *a = http_h1_conn_arena(h);
-    char body[320];
+    char body[640];
     int n = snprintf(body, sizeof(body),
                      "chute could not reach https://%s:%u/ safely:\n  %s\n"
                      "(the request was not sent; see chute's log)\n",
                      s->host, s->port, why);
+    if (n < 0 || (size_t)n >= sizeof(body))
+        n = (int)sizeof(body) - 1; /* a long name and reason: the page is cut, not overrun */
     struct mem_slice out;
     if (http_fwd_reply_body(a, s->mreq.req, 502,
                             "Content-Type: text/plain; charset=utf-8\r\n",
@@ -64,7 +66,7 @@ on_reopen_tls(void *arg, struct io_stream *tls, int err, const char *why)
     s->hs = NULL;
     s->state = M_HTTP;
     if (tls == NULL) {
-        LOG_WARN("mitm: %s:%u: %s: the request gets 502", s->host, s->port,
+        LOG_WARN("mitm: %s:%u: %s: the request gets 502", s->up_host, s->up_port,
                  why ? why : "tls: handshake failed");
         answer_failed(s, s->h, why ? why : "tls: handshake failed");
         return;
