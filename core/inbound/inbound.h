@@ -61,6 +61,11 @@ int inbound_relay_upstream(struct flow_relay *r, const struct flow_env *e, int f
                            const void *reply, size_t reply_len, struct flow *f,
                            void (*done)(struct flow_relay *, void *, const char *), void *arg);
 
+/* A TCP flow accepted on |fd| from |peer|: network, inbound, src and
+ * local (the listener's address) set, the rest zero as calloc left it. */
+void inbound_flow_init(struct flow *f, enum flow_inbound kind, int fd,
+                       const struct sockaddr_storage *peer);
+
 /* Per-protocol: takes a freshly accepted non-blocking socket. */
 void inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);

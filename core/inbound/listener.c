@@ -125,6 +125,17 @@ inbound_close(struct inbound_listener *l)
     free(l);
 }
 
+void
+inbound_flow_init(struct flow *f, enum flow_inbound kind, int fd,
+                  const struct sockaddr_storage *peer)
+{
+    f->network = FLOW_TCP;
+    f->inbound = kind;
+    f->src = *peer;
+    socklen_t llen = sizeof(f->local);
+    getsockname(fd, (struct sockaddr *)&f->local, &llen);
+}
+
 const struct flow_addr *
 inbound_target(const struct inbound_listener *l)
 {

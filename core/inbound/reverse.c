@@ -99,11 +99,7 @@ inbound_reverse_accept(struct inbound_listener *l, int fd, const struct sockaddr
     }
     c->fd = fd;
     c->base._close = close_conn;
-    c->flow.network = FLOW_TCP;
-    c->flow.inbound = FLOW_IN_REVERSE;
-    c->flow.src = *peer;
-    socklen_t llen = sizeof(c->flow.local);
-    getsockname(fd, (struct sockaddr *)&c->flow.local, &llen);
+    inbound_flow_init(&c->flow, FLOW_IN_REVERSE, fd, peer);
     c->flow.dst = *inbound_target(l);
     inbound_conn_link(l, &c->base);
     flow_table_add(e->flows, &c->flow, ev_now(e->loop));

@@ -386,11 +386,7 @@ inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_
     }
     c->fd = fd;
     c->base._close = close_conn;
-    c->flow.network = FLOW_TCP;
-    c->flow.inbound = FLOW_IN_SOCKS;
-    c->flow.src = *peer;
-    socklen_t llen = sizeof(c->flow.local);
-    getsockname(fd, (struct sockaddr *)&c->flow.local, &llen);
+    inbound_flow_init(&c->flow, FLOW_IN_SOCKS, fd, peer);
     inbound_conn_link(l, &c->base);
     ev_io_init(&c->io, on_read, fd, EV_READ);
     ev_io_start(e->loop, &c->io);
