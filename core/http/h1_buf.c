@@ -36,6 +36,8 @@ http_buf_room(struct http_buf *b, size_t n)
 void
 http_buf_consume(struct http_buf *b, size_t n)
 {
+    if (n == 0)
+        return;
     memmove(b->p, b->p + n, b->len - n);
     b->len -= n;
     b->fwd -= n;
@@ -46,6 +48,15 @@ void
 http_buf_clear(struct http_buf *b)
 {
     b->len = b->fwd = b->scan = 0;
+}
+
+void
+http_buf_release(struct http_buf *b)
+{
+    if (b->len > 0)
+        return;
+    free(b->p);
+    *b = (struct http_buf){0};
 }
 
 /* A head can only complete on a new line feed: parsing again only then
@@ -64,6 +75,20 @@ http_buf_fill(struct io_stream *s, struct http_buf *b)
 {
     ssize_t n;
 
+    if (b->p == NULL) {
+        /* Released while idle: the buffer comes back only with bytes, so
+         * a connection waiting for its next request holds none. */
+        char first[2048];
+
+        n = io_read(s, first, sizeof(first));
+        if (n <= 0)
+            return n == 0 ? 0 : errno == EAGAIN || errno == EINTR ? -1 : -2;
+        if (http_buf_reserve(b) != 0)
+            return -2;
+        memcpy(b->p, first, (size_t)n);
+        b->len = (size_t)n;
+        return n;
+    }
     if (http_buf_reserve(b) != 0)
         return -2;
     if (b->len == b->cap)

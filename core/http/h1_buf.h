@@ -29,6 +29,9 @@ int http_buf_room(struct http_buf *b, size_t n);
 /* Drops the first |n| bytes, all of them forwardable. */
 void http_buf_consume(struct http_buf *b, size_t n);
 void http_buf_clear(struct http_buf *b);
+/* Frees an empty buffer (a held one stays); the next fill allocates again
+ * once bytes come. */
+void http_buf_release(struct http_buf *b);
 /* False while no line feed arrived since the last call: a head cannot
  * have ended, and need not be parsed again. */
 int http_buf_head_may_end(struct http_buf *b);

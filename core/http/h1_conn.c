@@ -146,6 +146,12 @@ head_step(struct http_h1_conn *c)
         return finish(c, c->cin.len ? "client closed mid-request" : "done");
     if (r < 0) {
         c->want_client = 1;
+        if (c->cin.len == 0) { /* idle between requests: hold no memory */
+            http_buf_release(&c->cin);
+            http_h1_collect_reset(c);
+            mem_arena_fini(&c->arena);
+            mem_arena_init(&c->arena);
+        }
         return 0;
     }
     return 1;
@@ -284,6 +290,8 @@ resp_step(struct http_h1_conn *c)
 static void
 next_request(struct http_h1_conn *c)
 {
+    http_buf_release(&c->cin); /* unless pipelined bytes wait in it */
+    http_buf_release(&c->uin);
     c->state = HEAD;
     c->resp_sent_any = 0;
     c->out = c->down = mem_slice(NULL, 0);
@@ -337,6 +345,13 @@ exchange_step(struct http_h1_conn *c)
             c->cbs.on_upstream_end(c->arg, c, "done");
         break;
     case HTTP_FWD_KEEP:
+        if (c->cbs.on_upstream_idle != NULL) { /* the owner pools it */
+            struct io_stream *up = c->up;
+            set_reading(up, 0, &c->reading_up);
+            io_set_callbacks(up, NULL, NULL, NULL);
+            c->up = NULL;
+            c->cbs.on_upstream_idle(c->arg, c, up);
+        }
         break;
     }
     http_buf_clear(&c->uin);

@@ -23,6 +23,9 @@
  *     request (the upstream kept, or dropped when it sent bytes past the
  *     response or closed: on_upstream_end), or ends ("done").
  *
+ * Memory: between requests the connection holds no buffer and no arena
+ * chunk; they come back with the next request's first bytes.
+ *
  * Back-pressure both ways: a side is read only while what was read from it
  * has gone out to the other side, so at most one buffer per direction
  * (HTTP_MAX_HEAD + 16 KiB) is held whatever the peers' speeds; the side
@@ -65,6 +68,13 @@ struct http_h1_conn_cbs {
      * going on ("done": it closed, or sent bytes past a response); the next
      * request needs a new one. NULL: not told. */
     void (*on_upstream_end)(void *arg, struct http_h1_conn *c, const char *reason);
+    /* A response is whole and its upstream could carry the next request:
+     * with this set, the owner gets it (read stopped, callbacks cleared)
+     * instead of the connection keeping it, so that idle client
+     * connections hold no upstream (a shared pool, as HAProxy's
+     * http-reuse); every request is then forwarded over one given. NULL:
+     * the connection keeps it. */
+    void (*on_upstream_idle)(void *arg, struct http_h1_conn *c, struct io_stream *up);
     /* The request body the owner asked for with
      * http_h1_conn_collect_request, decoded (chunked framing removed),
      * NUL-terminated, in the request's arena; NULL when it was over the

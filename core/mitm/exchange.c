@@ -151,12 +151,22 @@ send_request(struct mitm_sess *s, struct http_h1_conn *h)
     }
     if (http_h1_conn_has_upstream(h))
         http_h1_conn_drop_upstream(h);
-    /* A new connection, as the first, through the flow's policy. */
     snprintf(s->up_host, sizeof(s->up_host), "%s", host);
     s->up_port = port;
     s->up_plain = plain;
+    /* An idle one of the pool (the policy is the flow's for a rewrite's
+     * origin too), else a new one, as the first, through the flow's
+     * policy. */
+    struct io_stream *pooled = mitm_h1_take(s->m, s->f, host, port, plain);
+    if (pooled != NULL) {
+        forward(s, h, pooled);
+        return;
+    }
     s->alt = *s->f;
-    if (flow_addr_from_host(&s->alt.dst, host, strlen(host), port) != 0) {
+    /* The flow's own origin opens as the flow did (its address, or its
+     * fake IP's name); only a rewrite's host is looked up by name. */
+    if (host != s->host &&
+        flow_addr_from_host(&s->alt.dst, host, strlen(host), port) != 0) {
         answer_failed(s, h, "the rewritten URL names no usable host");
         return;
     }
@@ -332,6 +342,15 @@ on_done(void *arg, struct http_h1_conn *h, const char *reason)
     mitm_sess_end(s, reason);
 }
 
+/* The response is whole: the origin connection waits in the pool for
+ * this client's next request or another's. */
+static void
+on_upstream_idle(void *arg, struct http_h1_conn *h, struct io_stream *up)
+{
+    struct mitm_sess *s = arg;
+    mitm_h1_park(s->m, s->f, s->up_host, s->up_port, s->up_plain, up);
+}
+
 static void
 on_tunnel_done(struct flow_relay *r, void *arg, const char *reason)
 {
@@ -380,5 +399,6 @@ const struct http_h1_conn_cbs mitm_exchange_cbs = {
     .on_request_body = on_request_body,
     .on_response_body = on_response_body,
     .on_upgrade = on_upgrade,
+    .on_upstream_idle = on_upstream_idle,
     .on_done = on_done,
 };

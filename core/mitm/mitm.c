@@ -139,6 +139,7 @@ mitm_free(struct mitm *m)
     if (m == NULL)
         return;
     mitm_h2_pool_free(m->h2pool);
+    mitm_h1_pool_free(m);
     free(m);
 }
 
@@ -146,6 +147,9 @@ void
 mitm_configure(struct mitm *m, const struct mitm_opts *o)
 {
     m->o = *o;
+    /* A reload may give a policy id another meaning: idle connections
+     * opened through the old one go. */
+    mitm_h1_pool_free(m);
 }
 
 const struct flow_intercept *
@@ -178,4 +182,5 @@ void
 mitm_stats(const struct mitm *m, struct mitm_stats *out)
 {
     *out = m->st;
+    out->h1_up_idle = mitm_h1_idle_count(m);
 }

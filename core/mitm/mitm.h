@@ -141,6 +141,12 @@ struct mitm_opts {
     X(client_tls_failed, mitm_client_tls_failed)  /* other client handshake failures */            \
     X(bypassed, mitm_bypassed)           /* flows passed uninspected by auto_bypass */             \
     X(quic_blocked, mitm_quic_blocked)   /* UDP/443 refused for a MITM host */                \
+    /* HTTP/1 origin connections between requests (mitm/h1_pool.c) */                             \
+    X(h1_up_idle, mitm_h1_upstream_idle)     /* waiting in the pool now */                      \
+    X(h1_up_parked, mitm_h1_upstream_parked) /* given back to the pool after a response */      \
+    X(h1_up_reused, mitm_h1_upstream_reused) /* requests sent on a pooled connection */         \
+    X(h1_up_purged, mitm_h1_upstream_purged) /* closed unused (idle 4 s, or the pool full) */   \
+    X(h1_up_closed, mitm_h1_upstream_closed) /* closed by the origin while pooled */            \
     /* HTTP/2 (mitm/h2_*.c) */                                                                     \
     X(h2_clients, mitm_h2_client_conns)  /* client connections that chose h2 */                 \
     X(h2_streams, mitm_h2_streams)       /* client streams (requests) */                        \

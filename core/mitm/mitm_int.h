@@ -37,6 +37,7 @@ struct mitm {
     struct mitm_bypass bypass[MITM_BYPASS_MAX];
     size_t bypass_next; /* the slot the next entry takes when none has expired */
     struct h2_pool *h2pool; /* HTTP/2: shared upstream connections (h2_upstream.c) */
+    struct mitm_h1_pool *h1pool; /* HTTP/1: idle upstream connections (h1_pool.c) */
 };
 
 /* The states of one intercepted flow:
@@ -109,6 +110,16 @@ struct tls_handshake *mitm_upstream_tls(struct mitm *m, struct io_stream *inner,
                                         uint16_t port, const char *const *alpn, size_t nalpn,
                                         void (*cb)(void *, struct io_stream *, int, const char *),
                                         void *arg);
+
+/* h1_pool.c: idle HTTP/1 origin connections, keyed by (host, port,
+ * |plain|, |f|'s policy). park takes |s| (closing it when it cannot keep
+ * it); take gives the newest of its key, or NULL. */
+void mitm_h1_park(struct mitm *m, const struct flow *f, const char *host, uint16_t port, int plain,
+                  struct io_stream *s);
+struct io_stream *mitm_h1_take(struct mitm *m, const struct flow *f, const char *host,
+                               uint16_t port, int plain);
+size_t mitm_h1_idle_count(const struct mitm *m);
+void mitm_h1_pool_free(struct mitm *m);
 
 /* exchange.c */
 extern const struct http_h1_conn_cbs mitm_exchange_cbs;

@@ -147,6 +147,10 @@ on_client_hs(void *arg, struct io_stream *tls, int err, const char *why)
         return;
     }
     s->state = M_HTTP;
+    if (s->up != NULL) { /* the first request takes it back (or another's) */
+        mitm_h1_park(m, s->f, s->up_host, s->up_port, 0, s->up);
+        s->up = NULL;
+    }
 }
 
 static void
@@ -336,6 +340,16 @@ mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
          * handshake; this flow's own connection is not needed. */
         io_close(a->upstream, 0);
         s->up_h2 = 1;
+        ev_timer_stop(m->env->loop, &s->timer);
+        ev_timer_init(&s->timer, on_start_failed, 0, 0);
+        ev_timer_start(m->env->loop, &s->timer);
+        return s;
+    }
+    if ((s->up = mitm_h1_take(m, f, s->host, s->port, 0)) != NULL) {
+        /* An idle HTTP/1 connection to the origin tells what a new one
+         * would (reachable, verified, no h2): the client's handshake
+         * starts at once, and the request goes over it. */
+        io_close(a->upstream, 0);
         ev_timer_stop(m->env->loop, &s->timer);
         ev_timer_init(&s->timer, on_start_failed, 0, 0);
         ev_timer_start(m->env->loop, &s->timer);

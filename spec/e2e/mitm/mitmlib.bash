@@ -56,7 +56,7 @@ error_log $NETNS_TMP/nginx-tls-error.log warn;
 events { worker_connections 1024; }
 http {
     default_type application/octet-stream;
-    log_format e2e '\$request_method \$request_uri \$status \$body_bytes_sent host=\$host x_chute=\$http_x_chute proto=\$server_protocol';
+    log_format e2e '\$request_method \$request_uri \$status \$body_bytes_sent host=\$host x_chute=\$http_x_chute proto=\$server_protocol conn=\$connection';
     access_log $NETNS_TMP/tls-access.log e2e;
     client_body_temp_path $NETNS_TMP/nginx-tls/body;
     proxy_temp_path $NETNS_TMP/nginx-tls/proxy;
