@@ -138,7 +138,24 @@ struct h2x {
     int local;                 /* answered by a hook */
     const char *local_body;
     size_t local_len;
+    /* Bodies a hook asked for (h2_body.c): read whole, up to |*_max|,
+     * before the hooks run. Their bytes are consumed on the sending
+     * session as they come (the buffer is bounded by the max, not the
+     * window); |*_early| counts those, so what the other side takes later
+     * is not consumed twice; |*_done|: nothing more is to be consumed. */
+    struct mem_slice req_host; /* the request's authority before the hooks ran */
+    uint16_t req_port;
+    int req_collect, resp_collect;
+    size_t req_max, resp_max;
+    size_t req_early, resp_early;
+    int req_early_all, resp_early_all;
 };
+
+/* Bytes of |b| (a body buffer) the sending session still has to be told
+ * were consumed, out of |n| just taken or left over; updates |*early|. */
+size_t h2_consume_due(size_t n, size_t *early, int all);
+/* The cap a DATA frame's bytes may fill a body buffer to. */
+#define H2_BUF_CAP(max) ((max) + H2_STREAM_WINDOW + 16384)
 
 /* The bytes a DATA frame brought, kept for the other side. 0, -1 when the
  * buffer would pass |cap| (the peer ignored our window). */
@@ -161,6 +178,20 @@ void mitm_h2_server_data(struct h2x *x);
 void mitm_h2_server_upstream_closed(struct h2x *x, int err, const char *why);
 /* The upstream took request bytes: the client's window reopens. */
 void mitm_h2_server_consumed(struct h2x *x, size_t n);
+
+/* ---- h2_body.c ----------------------------------------------------------- */
+
+/* Request side, from h2_server.c: the body bytes of a stream whose hooks
+ * wait for it came (or its end): 1 when the hooks can run now (with the
+ * body in x->mreq, or without it when it was over the max), else 0. */
+int h2_body_request_step(struct h2x *x, int eof);
+/* The hooks replaced the request body: it goes upstream instead. 0/-1. */
+int h2_body_request_replace(struct h2x *x, const char *body, size_t len);
+/* Response side: the same for the response body collected before the
+ * head goes to the client; |body|/|len| get the collected body (NULL when
+ * over the max). */
+int h2_body_response_step(struct h2x *x, const char **body, size_t *len);
+int h2_body_response_replace(struct h2x *x, const char *body, size_t len);
 
 /* ---- h2_upstream.c ------------------------------------------------------- */
 

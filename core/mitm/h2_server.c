@@ -87,8 +87,9 @@ read_response(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len, uint32_
         return (ssize_t)n;
     }
     size_t n = h2_buf_take(&x->respb, buf, len);
-    if (n > 0)
-        mitm_h2_up_consumed(x, n);
+    size_t due = h2_consume_due(n, &x->resp_early, x->resp_early_all);
+    if (due > 0)
+        mitm_h2_up_consumed(x, due);
     if (x->respb.len == x->respb.off && x->resp_eof) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         if (x->trailf.n > 0 &&
@@ -147,6 +148,8 @@ reply_failed(struct h2_srv *srv, struct h2x *x, const char *why)
           n > 0 ? (size_t)(n < 400 ? n : 399) : 0);
 }
 
+static void run_request_hooks(struct h2_srv *srv, struct h2x *x);
+
 static void
 request_ready(struct h2_srv *srv, struct h2x *x, int has_body)
 {
@@ -173,16 +176,41 @@ request_ready(struct h2_srv *srv, struct h2x *x, int has_body)
     x->mreq = (struct mitm_request){.req = &x->req, .arena = &x->arena, .scheme = "https",
                                     .host = host, .port = s->port, .flow = s->f};
     x->mreq.url = mitm_request_url(s, &x->arena, &x->req);
-    struct mem_slice req_host = x->req.host;
-    uint16_t req_port = x->req.port;
+    x->req_host = x->req.host;
+    x->req_port = x->req.port;
+    size_t max = 0;
+    for (size_t i = 0; i < m->o.nhooks; i++) {
+        const struct mitm_hooks *k = m->o.hooks[i];
+        size_t want = k->request_body != NULL && k->wants_request != NULL &&
+                              k->wants_request(k->ud, &x->mreq)
+                          ? k->request_body(k->ud, &x->mreq)
+                          : 0;
+        max = want > max ? want : max;
+    }
+    if (max > 0 && has_body) { /* h2_body.c keeps it; the hooks run at its end */
+        x->req_collect = 1;
+        x->req_max = max;
+        return;
+    }
+    if (max > 0) { /* the headers ended the stream: the body is empty */
+        x->mreq.body = "";
+        x->mreq.body_set = 1;
+    }
+    run_request_hooks(srv, x);
+}
+
+/* Every set whose filter wants the request, in order (the first local
+ * answer ends it); then the request goes upstream. */
+static void
+run_request_hooks(struct h2_srv *srv, struct h2x *x)
+{
+    struct mitm_sess *s = srv->s;
+    struct mitm *m = s->m;
+    const char *body = x->mreq.body;
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
         if (k->wants_request == NULL || !k->wants_request(k->ud, &x->mreq))
             continue;
-        static int noted;
-        if (k->request_body != NULL && k->request_body(k->ud, &x->mreq) > 0 && !noted++)
-            LOG_INFO("mitm: h2: body hooks do not run on HTTP/2 yet: %.*s streams, its "
-                     "headers hooked (noted once)", (int)x->mreq.url.len, x->mreq.url.ptr);
         struct mitm_reply rep = {0};
         if (k->on_request(k->ud, &x->mreq, &rep) == 1) {
             if (rep.reject) {
@@ -197,6 +225,11 @@ request_ready(struct h2_srv *srv, struct h2x *x, int has_body)
             return;
         }
     }
+    if (x->mreq.body_set && x->mreq.body != body &&
+        h2_body_request_replace(x, x->mreq.body, x->mreq.body_len) != 0) {
+        reply_failed(srv, x, "out of memory");
+        return;
+    }
     for (size_t i = 0; i < m->o.nhooks; i++) {
         const struct mitm_hooks *k = m->o.hooks[i];
         if (k->wants_response != NULL && k->wants_response(k->ud, &x->mreq))
@@ -207,7 +240,7 @@ request_ready(struct h2_srv *srv, struct h2x *x, int has_body)
     const char *to = s->host;
     uint16_t port = s->port;
     if (x->req.host.len > 0 && x->req.host.len < sizeof(buf) &&
-        (x->req.port != req_port || !mem_slice_eq(x->req.host, req_host))) {
+        (x->req.port != x->req_port || !mem_slice_eq(x->req.host, x->req_host))) {
         memcpy(buf, x->req.host.ptr, x->req.host.len);
         buf[x->req.host.len] = '\0';
         to = buf;
@@ -218,6 +251,8 @@ request_ready(struct h2_srv *srv, struct h2x *x, int has_body)
 }
 
 /* ---- from the upstream side ---------------------------------------------- */
+
+static void respond(struct h2_srv *srv, struct h2x *x, const char *body, size_t len);
 
 void
 mitm_h2_server_response(struct h2x *x)
@@ -243,26 +278,68 @@ mitm_h2_server_response(struct h2x *x)
         h2_io_kick(&srv->io);
         return;
     }
+    size_t max = 0;
+    for (size_t i = 0; x->hooked_resp && !x->head && i < m->o.nhooks; i++) {
+        const struct mitm_hooks *k = m->o.hooks[i];
+        size_t want = k->response_body != NULL && k->wants_response != NULL &&
+                              k->wants_response(k->ud, &x->mreq)
+                          ? k->response_body(k->ud, &x->mreq, &x->resp)
+                          : 0;
+        max = want > max ? want : max;
+    }
+    if (max > 0) { /* h2_body.c keeps the body; mitm_h2_server_data goes on */
+        x->resp_collect = 1;
+        x->resp_max = max;
+        mitm_h2_server_data(x);
+        return;
+    }
+    respond(srv, x, NULL, 0);
+}
+
+/* The response hooks (with the body when they asked for it and it fit),
+ * then the head goes to the client and the body follows. */
+static void
+respond(struct h2_srv *srv, struct h2x *x, const char *body, size_t len)
+{
+    struct mitm *m = srv->s->m;
+    nghttp2_nv *nv;
+    size_t n;
+    const char *b = body;
+    size_t blen = len;
     if (x->hooked_resp)
         for (size_t i = 0; i < m->o.nhooks; i++) {
             const struct mitm_hooks *k = m->o.hooks[i];
             if (k->wants_response != NULL && k->wants_response(k->ud, &x->mreq))
-                k->on_response(k->ud, &x->mreq, &x->resp, NULL, NULL);
+                k->on_response(k->ud, &x->mreq, &x->resp, body != NULL ? &b : NULL,
+                               body != NULL ? &blen : NULL);
         }
+    if (body != NULL && (b != body || blen != len) && h2_body_response_replace(x, b, blen) != 0) {
+        mitm_h2_up_cancel(x, NGHTTP2_INTERNAL_ERROR);
+        nghttp2_submit_rst_stream(srv->io.ng, NGHTTP2_FLAG_NONE, x->cid, NGHTTP2_INTERNAL_ERROR);
+        h2_io_kick(&srv->io);
+        return;
+    }
     if (h2_msg_response_nv(&x->resp, &x->arena, &nv, &n) != 0) {
         mitm_h2_up_cancel(x, NGHTTP2_INTERNAL_ERROR);
         nghttp2_submit_rst_stream(srv->io.ng, NGHTTP2_FLAG_NONE, x->cid, NGHTTP2_INTERNAL_ERROR);
         h2_io_kick(&srv->io);
         return;
     }
-    int body = !x->head && !(x->resp_eof && x->respb.len == x->respb.off && x->trailf.n == 0);
-    submit(srv, x, nv, n, body);
+    int more = !x->head && !(x->resp_eof && x->respb.len == x->respb.off && x->trailf.n == 0);
+    submit(srv, x, nv, n, more);
 }
 
 void
 mitm_h2_server_data(struct h2x *x)
 {
     struct h2_srv *srv = x->srv;
+    if (x->resp_collect) {
+        const char *body;
+        size_t len;
+        if (h2_body_response_step(x, &body, &len))
+            respond(srv, x, body, len);
+        return;
+    }
     if (x->resp_deferred && x->resp_started) {
         x->resp_deferred = 0;
         nghttp2_session_resume_data(srv->io.ng, x->cid);
@@ -358,6 +435,11 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *ud)
     }
     if ((fr->hd.type == NGHTTP2_DATA || fr->hd.type == NGHTTP2_HEADERS) && end) {
         x->req_eof = 1;
+        if (x->req_collect) {
+            if (h2_body_request_step(x, 1))
+                run_request_hooks(srv, x);
+            return 0;
+        }
         if (x->up != NULL)
             mitm_h2_up_data(x);
     }
@@ -373,9 +455,16 @@ on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, siz
         nghttp2_session_consume(ng, id, len); /* nobody wants it */
         return 0;
     }
-    if (h2_buf_put(&x->reqb, data, len, H2_STREAM_WINDOW + 16384) != 0) {
+    if (h2_buf_put(&x->reqb, data, len, H2_BUF_CAP(x->req_collect ? x->req_max : 0)) != 0) {
         nghttp2_session_consume(ng, id, len);
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_FLOW_CONTROL_ERROR);
+        return 0;
+    }
+    if (x->req_collect) { /* kept for the hooks: bounded by their max */
+        nghttp2_session_consume(ng, id, len);
+        x->req_early += len;
+        if (h2_body_request_step(x, 0))
+            run_request_hooks(ud, x);
         return 0;
     }
     if (x->up != NULL)
@@ -396,7 +485,7 @@ on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
         LOG_DEBUG("mitm: %s: h2 stream %d closed by %s", srv->s->host, id,
                   nghttp2_http2_strerror(code));
     }
-    size_t left = x->reqb.len - x->reqb.off;
+    size_t left = h2_consume_due(x->reqb.len - x->reqb.off, &x->req_early, x->req_early_all);
     if (left > 0)
         nghttp2_session_consume(ng, id, left);
     x_client_gone(srv, x, 1);

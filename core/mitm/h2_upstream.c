@@ -169,8 +169,9 @@ read_request(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len, uint32_t
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     size_t n = h2_buf_take(&x->reqb, buf, len);
     x->req_sent += n;
-    if (n > 0)
-        mitm_h2_server_consumed(x, n);
+    size_t due = h2_consume_due(n, &x->req_early, x->req_early_all);
+    if (due > 0)
+        mitm_h2_server_consumed(x, due);
     if (x->reqb.len == x->reqb.off && x->req_eof) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         return (ssize_t)n;
@@ -307,10 +308,14 @@ on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, siz
         nghttp2_session_consume(ng, id, len);
         return 0;
     }
-    if (h2_buf_put(&x->respb, data, len, H2_STREAM_WINDOW + 16384) != 0) {
+    if (h2_buf_put(&x->respb, data, len, H2_BUF_CAP(x->resp_collect ? x->resp_max : 0)) != 0) {
         nghttp2_session_consume(ng, id, len);
         nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_FLOW_CONTROL_ERROR);
         return 0;
+    }
+    if (x->resp_collect) { /* kept for the hooks (h2_body.c): bounded by their max */
+        nghttp2_session_consume(ng, id, len);
+        x->resp_early += len;
     }
     mitm_h2_server_data(x);
     return 0;
@@ -327,7 +332,7 @@ on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *ud)
     nghttp2_session_set_stream_user_data(ng, id, NULL);
     u->nstreams--;
     /* What the client has not read yet no longer counts on this connection. */
-    size_t left = x->respb.len - x->respb.off;
+    size_t left = h2_consume_due(x->respb.len - x->respb.off, &x->resp_early, x->resp_early_all);
     if (left > 0)
         nghttp2_session_consume(ng, id, left);
     x_unlink(u, x);
@@ -550,7 +555,8 @@ mitm_h2_up_cancel(struct h2x *x, uint32_t code)
         return;
     if (x->uid != 0) {
         nghttp2_session_set_stream_user_data(u->io.ng, x->uid, NULL);
-        size_t left = x->respb.len - x->respb.off;
+        size_t left = h2_consume_due(x->respb.len - x->respb.off, &x->resp_early,
+                                     x->resp_early_all);
         if (left > 0)
             nghttp2_session_consume(u->io.ng, x->uid, left);
         nghttp2_submit_rst_stream(u->io.ng, NGHTTP2_FLAG_NONE, x->uid, code);

@@ -5,7 +5,8 @@
 # h2load drives 100 concurrent streams on one client connection through the
 # reverse listener; several client connections share one upstream h2
 # connection; a client RST_STREAM cancels the upstream stream; a 64 MiB
-# body arrives whole; an h1-only origin keeps HTTP/1.1 on both legs.
+# body arrives whole; body hooks run on h2 streams (and bodies over their
+# max stream past them); an h1-only origin keeps HTTP/1.1 on both legs.
 . "$(dirname "$0")/mitmlib.bash"
 need_root
 need_cmd nghttp
@@ -25,6 +26,18 @@ end)
 chute.on_response([[^https://test\.example(:\d+)?/small$]], function(resp, req)
   resp.headers["X-Resp"] = "seen"
 end)
+chute.on_request([[^https://test\.example(:\d+)?/up/body\.txt$]], function(req)
+  req.body = req.body:upper() .. "+chute"
+end, { body = true })
+chute.on_request([[^https://test\.example(:\d+)?/up/over\.bin$]], function(req)
+  req.headers["x-over"] = tostring(req.body == nil)
+end, { body = true, max_body = 65536 })
+chute.on_response([[^https://test\.example(:\d+)?/small\?b$]], function(resp, req)
+  resp.body = resp.body:gsub("hello", "HOLA")
+end, { body = true })
+chute.on_response([[^https://test\.example(:\d+)?/big\.bin\?b$]], function(resp, req)
+  resp.headers["x-over"] = tostring(resp.body == nil)
+end, { body = true, max_body = 65536 })
 function chute.route(flow)
   return "DIRECT"
 end
@@ -103,6 +116,27 @@ assert_eq "200 0" "$(h2curl --http2 -I -o /dev/null -w '%{http_code} %{size_down
 say "an upload over h2 (the request body's window opens as the origin reads)"
 h2curl --http2 -T "$WWW/big.bin" -o /dev/null "https://test.example:$H2/up/big.bin" || fail "PUT over h2"
 assert_eq "$SHA_BIG" "$(sha_file "$NETNS_TMP/up/big.bin")" "64 MiB uploaded whole"
+
+say "body hooks on h2: a response body rewritten (its length too), a request body rewritten"
+out=$(h2curl --http2 -i "https://test.example:$H2/small?b")
+assert_match "HOLA from the tun e2e server" "$out" "the response body hook ran on h2"
+assert_match "content-length: 29" "$out" "the new body's length (the origin's was 30)"
+printf 'lower case body' >"$NETNS_TMP/body.txt"
+h2curl --http2 -T "$NETNS_TMP/body.txt" -o /dev/null "https://test.example:$H2/up/body.txt" ||
+    fail "PUT through a request body hook"
+assert_eq "LOWER CASE BODY+chute" "$(cat "$NETNS_TMP/up/body.txt")" "the origin got the hook's body"
+say "bodies over max_body stream as they came, past the hooks that wanted them"
+out=$(h2curl --http2 -D - -o "$NETNS_TMP/over.got" "https://test.example:$H2/big.bin?b")
+case $out in *x-over*) fail "a body hook ran on a body over its max" ;; esac
+wait_log "big\\.bin\\?b: response body over max_body: streamed" 5 ||
+    fail "the streamed response body is not logged"
+assert_eq "$SHA_BIG" "$(sha_file "$NETNS_TMP/over.got")" "64 MiB over the max, whole"
+h2curl --http2 -T "$WWW/big.bin" -o /dev/null "https://test.example:$H2/up/over.bin" ||
+    fail "a 64 MiB PUT over the request hook's max"
+assert_eq "$SHA_BIG" "$(sha_file "$NETNS_TMP/up/over.bin")" "64 MiB uploaded whole past the max"
+wait_log "over\\.bin: request body over max_body" 5 || fail "the streamed request body is not logged"
+stats_read
+assert_ge 2 "$S_hook_body_skips" "hook_body_skips counts both"
 
 say "nghttp -nv through the TUN"
 # nghttp has no --resolve: a hosts file for the client namespace only
