@@ -29,6 +29,16 @@ struct mitm_bypass {
  * what a browser's unused preconnect looks like too. */
 #define MITM_SILENT_REFUSALS 3
 
+/* Origins a handshake found speaking only HTTP/1.1 (probe.c): flows to
+ * them do not wait for another's handshake. */
+#define MITM_H1_KNOWN 64
+#define MITM_H1_KNOWN_SECS 300.0
+struct mitm_h1_known {
+    char host[FLOW_NAME_MAX + 1];
+    uint16_t port;
+    double until;
+};
+
 struct mitm {
     const struct flow_env *env;
     struct mitm_opts o;
@@ -38,6 +48,9 @@ struct mitm {
     size_t bypass_next; /* the slot the next entry takes when none has expired */
     struct h2_pool *h2pool; /* HTTP/2: shared upstream connections (h2_upstream.c) */
     struct mitm_h1_pool *h1pool; /* HTTP/1: idle upstream connections (h1_pool.c) */
+    struct mitm_sess *probes, *waiters; /* probe.c */
+    struct mitm_h1_known h1known[MITM_H1_KNOWN];
+    size_t h1known_next;
 };
 
 /* The states of one intercepted flow:
@@ -47,6 +60,8 @@ struct mitm {
  *   M_PASS_OPEN  the origin speaks only TLS 1.3: a fresh upstream opens
  *   M_PASS       ... and the plain relay carries the flow */
 enum mitm_state { M_HANDSHAKE, M_HTTP, M_REOPEN, M_PASS_OPEN, M_PASS };
+
+enum mitm_probe { MITM_PROBE_NONE, MITM_PROBE_PROBING, MITM_PROBE_WAITING };
 
 struct mitm_sess {
     struct mitm *m;
@@ -82,6 +97,11 @@ struct mitm_sess {
      * the shared pool), and the client's h2 session when it chose h2. */
     int up_h2;
     struct h2_srv *h2;
+    /* probe.c: this flow's handshake tells others of its origin, or it
+     * waits for another's, holding its own connection (|raw_up|). */
+    enum mitm_probe probe_state;
+    struct mitm_sess *probe_next;
+    struct io_stream *raw_up;
 };
 
 /* mitm.c */
@@ -120,6 +140,17 @@ struct io_stream *mitm_h1_take(struct mitm *m, const struct flow *f, const char 
                                uint16_t port, int plain);
 size_t mitm_h1_idle_count(const struct mitm *m);
 void mitm_h1_pool_free(struct mitm *m);
+
+/* probe.c: 1 when another flow's handshake to the same origin runs: |s|
+ * waits for it (holding |raw|) and mitm_sess_probed follows; else 0 and
+ * |s| is the one that probes (unless the origin is known to be h1).
+ * probe_done wakes the waiters once the outcome is known; forget drops
+ * |s| from either list (it is being freed). */
+int mitm_probe_wait(struct mitm_sess *s, struct io_stream *raw);
+void mitm_probe_done(struct mitm_sess *s, int h1);
+void mitm_probe_forget(struct mitm_sess *s);
+/* session.c: a waiter's turn, with its own connection to the origin. */
+void mitm_sess_probed(struct mitm_sess *s, struct io_stream *raw);
 
 /* exchange.c */
 extern const struct http_h1_conn_cbs mitm_exchange_cbs;

@@ -24,6 +24,7 @@ static void
 sess_free(struct mitm_sess *s, int reset)
 {
     struct ev_loop *loop = s->m->env->loop;
+    mitm_probe_forget(s);
     ev_timer_stop(loop, &s->timer);
     if (s->oc != NULL)
         flow_open_cancel(s->oc);
@@ -265,9 +266,11 @@ on_up_hs(void *arg, struct io_stream *tls, int err, const char *why)
         } else {
             s->up = tls;
         }
+        mitm_probe_done(s, !s->up_h2); /* flows that waited for this one go on */
         client_tls(s);
         return;
     }
+    mitm_probe_done(s, 0);
     if (err == EPROTONOSUPPORT) {
         /* BearSSL cannot speak to it; the user still reaches it. */
         m->st.tls13_passed++;
@@ -290,6 +293,8 @@ on_up_hs(void *arg, struct io_stream *tls, int err, const char *why)
              strstr(s->fail, "certificate") ? " (mitm.skip_verify_hosts opts out)" : "");
     client_tls(s);
 }
+
+static void upstream_handshake(struct mitm_sess *s, struct io_stream *raw);
 
 void *
 mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a, struct flow *f)
@@ -355,13 +360,50 @@ mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
         ev_timer_start(m->env->loop, &s->timer);
         return s;
     }
-    s->hs = mitm_upstream_tls(m, a->upstream, s->host, s->port, alpn_h2, 2, on_up_hs, s);
+    if (mitm_probe_wait(s, a->upstream))
+        return s; /* mitm_sess_probed goes on */
+    upstream_handshake(s, a->upstream);
+    return s;
+}
+
+/* The client's handshake starts from the loop, not from inside the call
+ * that decided it. */
+static void
+client_tls_soon(struct mitm_sess *s)
+{
+    struct ev_loop *loop = s->m->env->loop;
+    ev_timer_stop(loop, &s->timer);
+    ev_timer_init(&s->timer, on_start_failed, 0, 0);
+    ev_timer_start(loop, &s->timer);
+}
+
+static void
+upstream_handshake(struct mitm_sess *s, struct io_stream *raw)
+{
+    s->hs = mitm_upstream_tls(s->m, raw, s->host, s->port, alpn_h2, 2, on_up_hs, s);
     if (s->hs == NULL) { /* out of memory, the upstream closed: the client hears why soon */
+        mitm_probe_done(s, 0);
         snprintf(s->failbuf, sizeof(s->failbuf), "out of memory");
         s->fail = s->failbuf;
-        ev_timer_stop(m->env->loop, &s->timer);
-        ev_timer_init(&s->timer, on_start_failed, 0, 0);
-        ev_timer_start(m->env->loop, &s->timer);
+        client_tls_soon(s);
     }
-    return s;
+}
+
+void
+mitm_sess_probed(struct mitm_sess *s, struct io_stream *raw)
+{
+    struct mitm *m = s->m;
+    if (mitm_h2_pool_has(m, s->f, s->host, s->port)) {
+        io_close(raw, 0);
+        s->up_h2 = 1;
+        client_tls_soon(s);
+        return;
+    }
+    if ((s->up = mitm_h1_take(m, s->f, s->host, s->port, 0)) != NULL) {
+        io_close(raw, 0);
+        client_tls_soon(s);
+        return;
+    }
+    /* An h1 origin, or the probe failed: each its own handshake, at once. */
+    upstream_handshake(s, raw);
 }

@@ -99,6 +99,17 @@ h2curl() {
         --resolve "test.example:$H2:$SRV4" --resolve "test.example:$H1:$SRV4" "$@"
 }
 
+say "a cold start: 100 new clients at once cost one upstream handshake (mitm/probe.c)"
+out=$(ip netns exec "$NS_CLI" h2load -n 100 -c 100 -m 1 "https://127.0.0.1:$REV/small" \
+    -H ":authority: test.example:$H2" 2>&1) || fail "h2load (cold start): $out"
+assert_match "100 succeeded, 0 failed, 0 errored" "$out" "100 clients, all answered"
+stats_read
+check "at most 2 upstream h2 connections for 100 new clients"
+[ "${S_mitm_h2_upstream_opened:-99}" -le 2 ] ||
+    fail "100 new clients opened $S_mitm_h2_upstream_opened upstream h2 connections"
+check "at most 2 upstream TLS handshakes"
+[ "${S_tls_handshakes:-99}" -le 2 ] || fail "100 new clients cost $S_tls_handshakes upstream handshakes"
+
 say "curl --http2 through the TUN: h2 to chute, h2 to the origin, the hook applied"
 out=$(h2curl --http2 -v "https://test.example:$H2/echo" 2>&1) || fail "GET /echo: $out"
 assert_match "ALPN: server accepted h2|ALPN, server accepted to use h2" "$out" "chute offered h2"
