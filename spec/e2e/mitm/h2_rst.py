@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""A minimal HTTP/2 client (stdlib only) for the MITM's RST_STREAM test:
+"""A minimal HTTP/2 client (stdlib only) for the MITM's stream tests:
 GET PATH on stream 1, read some DATA, send RST_STREAM(CANCEL) for it, then
 GET /echo on stream 3 over the same connection and print that answer's
 status and body, proving the reset ended one stream, not the connection.
+With "slow": stream 1 is not reset but left unread (its 64 KiB window never
+reopened) until stream 3 has its answer; then its window opens and its
+bytes are counted to the end: one stalled stream stalls no other, and
+loses nothing.
 
-usage: h2_rst.py HOST ADDR PORT CAFILE PATH  (HOST: the SNI and :authority)
+usage: h2_rst.py HOST ADDR PORT CAFILE PATH [slow]  (HOST: the SNI and :authority)
 """
 import socket
 import ssl
@@ -66,13 +70,28 @@ def main():
             s.sendall(frame(4, 1, 0))  # SETTINGS ACK
         if t == 0 and sid == 1:
             got += len(p)
-    s.sendall(frame(3, 0, 1, struct.pack(">I", 8)))  # RST_STREAM CANCEL
-    print("reset stream 1 after %d bytes" % got)
-    s.sendall(frame(1, 0x5, 3, headers(auth, b"/echo?after=rst")))
+    slow = len(sys.argv) > 6 and sys.argv[6] == "slow"
+    if slow:
+        s.settimeout(1.5)
+        try:  # until the stream's window is spent: chute sends no more
+            while True:
+                (t, fl, sid, p), buf = read_frame(s, buf)
+                if t == 0 and sid == 1:
+                    got += len(p)
+        except socket.timeout:
+            pass
+        s.settimeout(20)
+        print("stream 1 stalled after %d bytes" % got)
+    else:
+        s.sendall(frame(3, 0, 1, struct.pack(">I", 8)))  # RST_STREAM CANCEL
+        print("reset stream 1 after %d bytes" % got)
+    s.sendall(frame(1, 0x5, 3, headers(auth, b"/echo?after=" + (b"stall" if slow else b"rst"))))
     body = b""
     status = None
     while True:
         (t, fl, sid, p), buf = read_frame(s, buf)
+        if t == 0 and sid == 1:
+            got += len(p)  # what was in flight before the stall
         if sid != 3:
             continue
         if t == 1:
@@ -85,6 +104,17 @@ def main():
             print("stream 3 reset")
             return 1
     print("stream 3: headers %s body %s" % (status, body.decode(errors="replace").strip()))
+    if slow:  # now read stream 1 to its end
+        s.sendall(frame(8, 0, 1, struct.pack(">I", (1 << 31) - 1 - 65535)))
+        while True:
+            (t, fl, sid, p), buf = read_frame(s, buf)
+            if sid == 1 and t == 0:
+                got += len(p)
+                if len(p) > 0:
+                    s.sendall(frame(8, 0, 0, struct.pack(">I", len(p))))
+            if sid == 1 and (t == 3 or (fl & 1 and t in (0, 1))):
+                break
+        print("stream 1: %d bytes in all" % got)
     return 0
 
 
