@@ -17,7 +17,8 @@
  * absolute-form request ("GET http://host/path") is forwarded in origin
  * form over an upstream that later requests to the same host:port reuse;
  * one upstream connection is one flow. CONNECT hands the client socket to
- * the relay, spliced when the upstream is a bare socket. */
+ * the relay, spliced when the upstream is a bare socket; so does an upgrade
+ * (a WebSocket's "GET ws://...", forwarded) once its 101 is out. */
 
 struct conn {
     struct inbound_conn base;
@@ -256,6 +257,39 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
         http_h1_conn_respond(h, 502, "Bad Gateway", NULL, 1);
 }
 
+/* A forwarded request's upgrade (a WebSocket) got its 101: both streams
+ * are relayed as they are, the flow going on, until either side ends. */
+static void
+on_upgrade(void *arg, struct http_h1_conn *h, struct io_stream *client, struct io_stream *up,
+           struct mem_slice to_up, struct mem_slice to_client)
+{
+    struct conn *c = arg;
+    const struct flow_env *e = env_of(c);
+    struct flow_relay_args a = {
+        .client = client,
+        .upstream = up,
+        .pre_up = to_up.ptr,
+        .pre_up_len = to_up.len,
+        .pre_down = to_client.ptr,
+        .pre_down_len = to_client.len,
+        .up_count = &c->flow.bytes_up,
+        .down_count = &c->flow.bytes_down,
+        .idle = e->opts->idle_timeout,
+        .cb = on_relay_done,
+        .arg = c,
+    };
+    int rc = flow_relay_start(&c->relay, e->loop, &a);
+    c->h = NULL;
+    http_h1_conn_free(h); /* from inside its callback, as it allows */
+    if (rc != 0) {
+        io_close(client, 1);
+        io_close(up, 1);
+        conn_free(c, "out of memory");
+        return;
+    }
+    c->tunnel = 1;
+}
+
 static void
 on_upstream_end(void *arg, struct http_h1_conn *h, const char *reason)
 {
@@ -274,6 +308,7 @@ on_done(void *arg, struct http_h1_conn *h, const char *reason)
 static const struct http_h1_conn_cbs cbs = {
     .on_request_head = on_request_head,
     .on_upstream_end = on_upstream_end,
+    .on_upgrade = on_upgrade,
     .on_done = on_done,
 };
 
@@ -283,7 +318,7 @@ inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_st
     const struct flow_env *e = inbound_env(l);
     struct conn *c = calloc(1, sizeof(*c));
     struct io_stream *client = c != NULL ? io_fd_new(e->loop, fd) : NULL;
-    struct http_h1_conn_opts o = {.fwd = {.form = HTTP_FWD_PROXY},
+    struct http_h1_conn_opts o = {.fwd = {.form = HTTP_FWD_PROXY, .upgrade = 1},
                                   .idle_timeout = e->opts->idle_timeout};
     if (client == NULL || (c->h = http_h1_conn_new(client, &o, &cbs, c)) == NULL) {
         if (client != NULL)

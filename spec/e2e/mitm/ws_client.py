@@ -1,13 +1,16 @@
-# A WebSocket client over TLS: handshake, one masked frame, the echo;
-# prints the response status line and the echoed payload.
-# argv: address port sni cafile payload
+# A WebSocket client: handshake, one masked frame, the echo; prints the
+# response status line and the echoed payload.
+# argv: address port sni cafile payload (TLS), or address port host - payload
+# [URL] (plain; with URL, an HTTP proxy at address:port is asked for it).
 import base64, os, socket, ssl, sys
 
-ctx = ssl.create_default_context(cafile=sys.argv[4])
-c = ctx.wrap_socket(socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10),
-                    server_hostname=sys.argv[3])
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+if sys.argv[4] != "-":
+    ctx = ssl.create_default_context(cafile=sys.argv[4])
+    c = ctx.wrap_socket(c, server_hostname=sys.argv[3])
+target = sys.argv[6].encode() if len(sys.argv) > 6 else b"/ws"
 key = base64.b64encode(os.urandom(16))
-c.sendall(b"GET /ws HTTP/1.1\r\nHost: " + sys.argv[3].encode() + b"\r\nUpgrade: websocket\r\n"
+c.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: " + sys.argv[3].encode() + b"\r\nUpgrade: websocket\r\n"
           b"Connection: Upgrade\r\nSec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n")
 head = b""
 while b"\r\n\r\n" not in head:

@@ -1,5 +1,6 @@
-# A TLS WebSocket echo server for the MITM suites: one text or binary
-# frame in, the same payload back; argv: address port cert key ready-file.
+# A WebSocket echo server for the e2e suites: one text or binary frame in,
+# the same payload back; argv: address port cert key ready-file (TLS), or
+# address port - - ready-file (plain).
 import base64, hashlib, socket, ssl, struct, sys, threading
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -47,8 +48,10 @@ def serve(c):
         c.close()
 
 
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+ctx = None
+if sys.argv[3] != "-":
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[3], sys.argv[4])
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind((sys.argv[1], int(sys.argv[2])))
@@ -57,7 +60,8 @@ open(sys.argv[5], "w").write("ready\n")
 while True:
     c, _ = s.accept()
     try:
-        c = ctx.wrap_socket(c, server_side=True)
+        if ctx is not None:
+            c = ctx.wrap_socket(c, server_side=True)
     except (ssl.SSLError, OSError):
         c.close()
         continue

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The HTTP proxy inbound: absolute-URI forwarding (a 100 MiB GET, keep-alive
-# across three requests, 20 POSTs and 20 PUTs with 5 MB bodies) and a CONNECT
-# tunnel (100 MiB).
+# across three requests, 20 POSTs and 20 PUTs with 5 MB bodies), a WebSocket
+# upgrade forwarded (GET ws://...: its 101, then frames both ways) and a
+# CONNECT tunnel (100 MiB).
 . "$(dirname "$0")/../lib.sh"
 
 e2e_init
@@ -65,6 +66,18 @@ for i in $(seq "$ROUNDS"); do
     [ "$code" = 201 ] || fail "PUT $i: expected 201, got $code"
     [ "$(sha_file "$WWW/upload/put$i.bin")" = "$SHA_BODY" ] || fail "PUT $i: the stored file differs"
 done
+
+say "an upgrade through the forwarding proxy: GET ws://... gets its 101, then frames both ways"
+WS_PORT=$(e2e_ports 1) || fail "e2e_ports: no free port"
+MITMDIR=$(dirname "$0")/../mitm
+python3 "$MITMDIR/ws_echo.py" 127.0.0.1 "$WS_PORT" - - "$E2E_TMP/ws.ready" >"$E2E_TMP/ws.log" 2>&1 &
+E2E_EXTRA_PIDS+=($!)
+for _ in $(seq 50); do [ -s "$E2E_TMP/ws.ready" ] && break; sleep 0.1; done
+[ -s "$E2E_TMP/ws.ready" ] || fail "the WebSocket server did not start: $(cat "$E2E_TMP/ws.log")"
+ws=$(python3 "$MITMDIR/ws_client.py" 127.0.0.1 "$HTTP_PORT" "127.0.0.1:$WS_PORT" - \
+    "ping through the proxy" "http://127.0.0.1:$WS_PORT/ws") || fail "ws_client.py: $ws"
+assert_match "^HTTP/1.1 101" "$ws" "101 Switching Protocols reached the client"
+assert_match "^ping through the proxy$" "$ws" "the frame came back through the tunnel"
 
 say "CONNECT tunnel (curl -p): GET $O/big.bin inside it"
 got=$(fetch_sha -p -x "$PROXY" "$O/big.bin")
