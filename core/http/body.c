@@ -359,6 +359,44 @@ http_body_feed(struct http_body *body, const char *buf, size_t len)
 }
 
 ssize_t
+http_body_next_data(struct http_body *body, const char *buf, size_t len, size_t *data_off,
+                    size_t *data_len)
+{
+    size_t used = 0;
+
+    *data_off = *data_len = 0;
+    if (body->kind != HTTP_BODY_CHUNKED) {
+        ssize_t n = http_body_feed(body, buf, len);
+
+        if (n > 0)
+            *data_len = (size_t)n;
+        return n;
+    }
+    while (used < len && !body->done) {
+        if (body->state == CH_DATA && body->remaining > 0) {
+            size_t n = len - used < body->remaining ? len - used : (size_t)body->remaining;
+            ssize_t k = feed_chunked(body, buf + used, n);
+
+            if (k < 0)
+                return k;
+            *data_off = used;
+            *data_len = (size_t)k;
+            return (ssize_t)(used + (size_t)k);
+        }
+        /* Framing: a byte at a time, so the data that follows is found
+         * where it starts (size lines are a few bytes). */
+        ssize_t k = feed_chunked(body, buf + used, 1);
+
+        if (k < 0)
+            return k;
+        if (k == 0)
+            break;
+        used += (size_t)k;
+    }
+    return (ssize_t)used;
+}
+
+ssize_t
 http_body_dechunk(const char *raw, size_t n, char *out)
 {
     size_t i = 0, o = 0;

@@ -44,6 +44,14 @@ int http_body_init_response(struct http_body *body, const struct http_response *
  * framing (bad hex, size overflow, missing CRLF, a line over 4 KiB). */
 ssize_t http_body_feed(struct http_body *body, const char *buf, size_t len);
 
+/* Streams a body's data out of its framing: feeds what |buf| holds up to
+ * the end of the next run of data, which it names (|*data_off|,
+ * |*data_len|, within |buf|; none when the bytes were framing only).
+ * Returns the bytes of |buf| used, 0 once the body is done, or
+ * HTTP_ERR_BAD. Chunked trailers are dropped. */
+ssize_t http_body_next_data(struct http_body *body, const char *buf, size_t len, size_t *data_off,
+                            size_t *data_len);
+
 /* Decodes a whole chunked body |raw| (|n| bytes that http_body_feed
  * accepted to its end) into |out| (room for |n| bytes; may be |raw|):
  * the chunks' data, extensions and trailers dropped. Returns the decoded

@@ -149,6 +149,10 @@ struct h2x {
     size_t req_max, resp_max;
     size_t req_early, resp_early;
     int req_early_all, resp_early_all;
+    /* An origin that speaks only HTTP/1.1 (h2_h1.c): the exchange in its
+     * place of an upstream stream; the response head came from it. */
+    struct h2h1 *h1;
+    int resp_h1;
 };
 
 /* Bytes of |b| (a body buffer) the sending session still has to be told
@@ -192,6 +196,17 @@ int h2_body_request_replace(struct h2x *x, const char *body, size_t len);
  * over the max). */
 int h2_body_response_step(struct h2x *x, const char **body, size_t *len);
 int h2_body_response_replace(struct h2x *x, const char *body, size_t len);
+
+/* ---- h2_h1.c ------------------------------------------------------------- */
+
+/* Sends |x| (headers done, hooks run) to an HTTP/1.1-only origin: over an
+ * idle connection of the h1 pool, else a new one. 0, or -1 (out of
+ * memory: answer 502). The rest as the h2 upstream's calls below. */
+int mitm_h2h1_submit(struct mitm *m, const struct flow *f, const char *host, uint16_t port,
+                     struct h2x *x);
+void mitm_h2h1_consumed(struct h2x *x);
+void mitm_h2h1_data(struct h2x *x);
+void mitm_h2h1_cancel(struct h2x *x);
 
 /* ---- h2_upstream.c ------------------------------------------------------- */
 

@@ -64,9 +64,9 @@ x_client_gone(struct h2_srv *srv, struct h2x *x, int cancel)
 {
     x_unlink(srv, x);
     x->srv = NULL;
-    if (x->up != NULL && cancel)
+    if ((x->up != NULL || x->h1 != NULL) && cancel)
         mitm_h2_up_cancel(x, NGHTTP2_CANCEL);
-    if (x->up == NULL)
+    if (x->up == NULL && x->h1 == NULL)
         x_free(x);
 }
 
@@ -246,7 +246,10 @@ run_request_hooks(struct h2_srv *srv, struct h2x *x)
         to = buf;
         port = x->req.port;
     }
-    if (mitm_h2_up_submit(m, s->f, to, port, x) != 0)
+    /* The flow's origin speaks only HTTP/1.1: translated (h2_h1.c). */
+    int rc = to == s->host && !s->up_h2 ? mitm_h2h1_submit(m, s->f, to, port, x)
+                                        : mitm_h2_up_submit(m, s->f, to, port, x);
+    if (rc != 0)
         reply_failed(srv, x, "out of memory");
 }
 
@@ -261,7 +264,7 @@ mitm_h2_server_response(struct h2x *x)
     struct mitm *m = srv->s->m;
     nghttp2_nv *nv;
     size_t n;
-    int rc = h2_msg_response(&x->resp, &x->arena, &x->req, &x->respf);
+    int rc = x->resp_h1 ? 0 : h2_msg_response(&x->resp, &x->arena, &x->req, &x->respf);
     if (rc != 0) {
         LOG_INFO("mitm: %.*s: the origin's h2 response is malformed: 502",
                  (int)x->mreq.url.len, x->mreq.url.ptr);
@@ -440,7 +443,7 @@ on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *ud)
                 run_request_hooks(srv, x);
             return 0;
         }
-        if (x->up != NULL)
+        if (x->up != NULL || x->h1 != NULL)
             mitm_h2_up_data(x);
     }
     return 0;
@@ -467,7 +470,7 @@ on_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, siz
             run_request_hooks(ud, x);
         return 0;
     }
-    if (x->up != NULL)
+    if (x->up != NULL || x->h1 != NULL)
         mitm_h2_up_data(x);
     return 0;
 }

@@ -531,6 +531,10 @@ mitm_h2_up_submit(struct mitm *m, const struct flow *f, const char *host, uint16
 void
 mitm_h2_up_consumed(struct h2x *x, size_t n)
 {
+    if (x->h1 != NULL) {
+        mitm_h2h1_consumed(x);
+        return;
+    }
     if (x->up == NULL || x->uid == 0)
         return;
     nghttp2_session_consume(x->up->io.ng, x->uid, n);
@@ -540,6 +544,10 @@ mitm_h2_up_consumed(struct h2x *x, size_t n)
 void
 mitm_h2_up_data(struct h2x *x)
 {
+    if (x->h1 != NULL) {
+        mitm_h2h1_data(x);
+        return;
+    }
     if (x->up == NULL || x->uid == 0 || !x->req_deferred)
         return;
     x->req_deferred = 0;
@@ -550,6 +558,10 @@ mitm_h2_up_data(struct h2x *x)
 void
 mitm_h2_up_cancel(struct h2x *x, uint32_t code)
 {
+    if (x->h1 != NULL) {
+        mitm_h2h1_cancel(x);
+        return;
+    }
     struct h2_up *u = x->up;
     if (u == NULL)
         return;

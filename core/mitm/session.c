@@ -123,6 +123,10 @@ on_client_hs(void *arg, struct io_stream *tls, int err, const char *why)
     ev_timer_stop(m->env->loop, &s->timer);
     const char *alpn = tls_stream_alpn(tls);
     if (alpn != NULL && strcmp(alpn, "h2") == 0) { /* HTTP/2: h2_server.c */
+        if (s->up != NULL) { /* an h1 origin's: its first stream takes it */
+            mitm_h1_park(m, s->f, s->up_host, s->up_port, 0, s->up);
+            s->up = NULL;
+        }
         if (mitm_h2_server_start(s, tls) != 0) {
             io_close(tls, 1);
             mitm_sess_end(s, "out of memory");
@@ -172,7 +176,9 @@ client_tls(struct mitm_sess *s)
     struct io_stream *c = s->client;
     io_set_callbacks(c, NULL, NULL, NULL);
     s->client = NULL;
-    int h2 = s->up_h2 && s->fail == NULL;
+    /* h2 toward the client whatever the origin speaks: an HTTP/1.1-only
+     * one is translated (h2_h1.c). */
+    int h2 = s->fail == NULL;
     s->hs = tls_server_start_alpn(cfg, c, h2 ? alpn_h2 : alpn_h1, h2 ? 2 : 1, on_client_hs, s);
     tls_server_cfg_free(cfg); /* the handshake holds its own reference */
     if (s->hs == NULL)

@@ -6,7 +6,8 @@
 # reverse listener; several client connections share one upstream h2
 # connection; a client RST_STREAM cancels the upstream stream; a 64 MiB
 # body arrives whole; body hooks run on h2 streams (and bodies over their
-# max stream past them); an h1-only origin keeps HTTP/1.1 on both legs.
+# max stream past them); an h1-only origin is spoken to in HTTP/1.1 behind
+# an h2 client (streams, a download, an upload of unknown length).
 . "$(dirname "$0")/mitmlib.bash"
 need_root
 need_cmd nghttp
@@ -83,6 +84,11 @@ http {
     server {
         listen $SRV4:$H1 ssl;
         root $WWW;
+        location /up/ {
+            root $NETNS_TMP;
+            dav_methods PUT;
+            create_full_put_path on;
+        }
         location = /echo {
             default_type text/plain;
             return 200 "method=\$request_method uri=\$request_uri x_chute=\$http_x_chute proto=\$server_protocol\n";
@@ -223,11 +229,23 @@ got=$(awk '{ print $4 }' <<<"$line")
 stats_read
 assert_ge $((rst0 + 1)) "${S_mitm_h2_client_rst:-0}" "chute counted the client's reset"
 
-say "an h1-only origin: HTTP/1.1 on both legs"
+say "an h1-only origin behind an h2 client: translated (h2 to chute, HTTP/1.1 to the origin)"
 out=$(h2curl --http2 -v "https://test.example:$H1/echo" 2>&1) || fail "h1 origin: $out"
 assert_match "x_chute=hooked proto=HTTP/1.1" "$out" "the origin saw HTTP/1.1, hooked"
-assert_match "ALPN: server accepted http/1.1|ALPN, server accepted to use http/1.1" "$out" \
-    "chute offered http/1.1 only"
+assert_match "ALPN: server accepted h2|ALPN, server accepted to use h2" "$out" "the client got h2"
+urls=()
+for i in $(seq 20); do urls+=("https://test.example:$H1/echo?par=$i"); done
+out=$(h2curl --http2 -Z --parallel-max 20 "${urls[@]}") || fail "20 parallel streams: $out"
+assert_eq 20 "$(grep -c 'x_chute=hooked proto=HTTP/1.1' <<<"$out")" "20 streams on one connection, each answered"
+h2curl --http2 -o "$NETNS_TMP/h1big.got" "https://test.example:$H1/big.bin" || fail "64 MiB from the h1 origin"
+assert_eq "$SHA_BIG" "$(sha_file "$NETNS_TMP/h1big.got")" "64 MiB over h2, from HTTP/1.1, whole"
+head -c 3000000 /dev/urandom >"$NETNS_TMP/h1up.bin"
+h2curl --http2 -T - -o /dev/null "https://test.example:$H1/up/h1up.bin" <"$NETNS_TMP/h1up.bin" ||
+    fail "an upload of unknown length to the h1 origin"
+assert_eq "$(sha_file "$NETNS_TMP/h1up.bin")" "$(sha_file "$NETNS_TMP/up/h1up.bin")" \
+    "3 MB sent chunked to the HTTP/1.1 origin, whole"
+stats_read
+assert_ge 20 "$S_mitm_h1_upstream_parked" "the origin's connections went back to the pool"
 
 say "an h1 client to the h2 origin"
 assert_match "x_chute=hooked proto=HTTP/1.1" "$(h2curl --http1.1 "https://test.example:$H2/echo")" \
