@@ -94,6 +94,10 @@ struct script {
     uint64_t msg_serial;  /* its number: objects of older messages are dead */
     struct mitm_rewrites *rewrites; /* chute.module's rules, NULL until one loads */
     char protect_err[1024]; /* why the last script_protected call failed */
+    const char *main_src;   /* chute_engine_load_string's main.lua while it loads, or NULL */
+    char cfg_source[4200];  /* chute.config's call: chunk source ("@dir/main.lua"), */
+    char cfg_short[128];    /* its shown name and its line (0: no chute.config) */
+    int cfg_line;
     unsigned nfiles;        /* io.open handles not closed yet */
     int file_errno;         /* why the last script_bundle_open failed (ENOENT: missing) */
 };
