@@ -7,6 +7,7 @@
 #include "outbound/set.h"
 #include "pool/pool.h"
 #include "tls/tls.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 /* chute.proxy "name" { ... } and chute.group "name" { ... }: each field is
@@ -48,10 +49,26 @@ find_field(const struct field *f, size_t n, const char *k)
     return NULL;
 }
 
+/* 0 when |name| is free; else -1 with why it is not pushed: a built-in, or
+ * the proxy or group that has it, with the line that declared it. */
 static int
-name_taken(struct script *s, const char *name)
+name_taken(lua_State *L, struct script *s, const char *name)
 {
-    return script_policy_lookup(s, name) >= 0;
+    int id = script_policy_lookup(s, name);
+    if (id < 0)
+        return 0;
+    if (id < FLOW_POLICY__BUILTIN) {
+        lua_pushfstring(L, "the name is taken: %s is a built-in policy", name);
+        return -1;
+    }
+    size_t i = (size_t)(id - FLOW_POLICY__BUILTIN);
+    if (i < s->nproxies)
+        lua_pushfstring(L, "the name is taken: a proxy of that name is declared at %s",
+                        s->proxies[i].where);
+    else
+        lua_pushfstring(L, "the name is taken: a group of that name is declared at %s",
+                        s->groups[i - s->nproxies].where);
+    return -1;
 }
 
 /* A DNS name: letters, digits, '-', '_' in labels of 1..63 bytes. */
@@ -132,24 +149,29 @@ check_keys(lua_State *L, int t, const struct field *extra, size_t nextra, const 
         if (f == NULL && k != NULL)
             f = find_field(extra, nextra, k);
         if (f == NULL) {
+            const char *names[N(common_fields) + 8];
+            size_t nn = 0;
+            for (size_t i = 0; i < N(common_fields) + nextra && nn < N(names); i++)
+                names[nn++] = i < N(common_fields) ? common_fields[i].name
+                                                   : extra[i - N(common_fields)].name;
+            const char *near = k != NULL ? script_suggest(k, names, nn) : NULL;
             luaL_Buffer b;
             luaL_buffinit(L, &b);
-            lua_pushfstring(L, "unknown field '%s' for type %s (fields: ", k ? k : "?", type);
+            lua_pushfstring(L, "unknown field '%s' for type %s%s%s%s (fields: ", k ? k : "?", type,
+                            near ? ": did you mean '" : "", near ? near : "", near ? "'?" : "");
             luaL_addvalue(&b);
-            for (size_t i = 0; i < N(common_fields) + nextra; i++) {
-                const struct field *g = i < N(common_fields) ? &common_fields[i]
-                                                             : &extra[i - N(common_fields)];
+            for (size_t i = 0; i < nn; i++) {
                 if (i > 0)
                     luaL_addstring(&b, ", ");
-                luaL_addstring(&b, g->name);
+                luaL_addstring(&b, names[i]);
             }
             luaL_addstring(&b, ")");
             luaL_pushresult(&b);
             return lua_tostring(L, -1);
         }
         if (f->type != LUA_TNONE && lua_type(L, -1) != f->type) {
-            return lua_pushfstring(L, "field '%s': expected %s, got %s", k, lua_typename(L, f->type),
-                                   luaL_typename(L, -1));
+            lua_pushfstring(L, "field '%s'", k);
+            return script_type_error(L, -2, lua_tostring(L, -1), lua_typename(L, f->type), NULL);
         }
         lua_pop(L, 1);
     }
@@ -245,8 +267,13 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
         p->type = OUTBOUND_TROJAN, extra = trojan_fields, nextra = N(trojan_fields);
         p->tls = 1;
     } else {
-        return lua_pushfstring(L, "unknown type '%s' (socks5, http, https, shadowsocks, trojan)",
-                               type);
+    {
+        static const char *const types[] = {"socks5", "http", "https", "shadowsocks", "ss", "trojan"};
+        const char *near = script_suggest(type, types, N(types));
+        return lua_pushfstring(L, "unknown type '%s'%s%s%s (socks5, http, https, shadowsocks, "
+                                  "trojan)", type, near ? ": did you mean '" : "",
+                               near ? near : "", near ? "'?" : "");
+    }
     }
     const char *e = check_keys(L, t, extra, nextra, type);
     if (e != NULL)
@@ -298,8 +325,15 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
         if (cipher == NULL || pass == NULL)
             return "needs a cipher and a password";
         if (outbound_ss_setup(p, cipher, pass) != 0)
-            return lua_pushfstring(L, "unknown cipher '%s' (aes-128-gcm, aes-256-gcm, "
-                                      "chacha20-ietf-poly1305)", cipher);
+        {
+            static const char *const ciphers[] = {"aes-128-gcm", "aes-256-gcm",
+                                                  "chacha20-ietf-poly1305"};
+            const char *near = script_suggest(cipher, ciphers, N(ciphers));
+            return lua_pushfstring(L, "unknown cipher '%s'%s%s%s (aes-128-gcm, aes-256-gcm, "
+                                      "chacha20-ietf-poly1305)", cipher,
+                                   near ? ": did you mean '" : "", near ? near : "",
+                                   near ? "'?" : "");
+        }
         snprintf(p->pass, sizeof(p->pass), "%s", pass);
         p->udp = 1; /* Shadowsocks carries UDP unless the bundle says no */
         lua_getfield(L, t, "udp");
@@ -332,8 +366,8 @@ l_proxy(lua_State *L)
         return fail_at(L, "chute.proxy \"%s\": proxies are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_proxy *)0)->name))
         return fail_at(L, "chute.proxy: names are 1..63 bytes");
-    if (name_taken(s, name))
-        return fail_at(L, "chute.proxy \"%s\": the name is taken", name);
+    if (name_taken(L, s, name) != 0)
+        return fail_at(L, "chute.proxy \"%s\": %s", name, lua_tostring(L, -1));
     if (s->nproxies >= MAX_POLICIES)
         return fail_at(L, "chute.proxy: more than %d proxies", MAX_POLICIES);
     if (s->ngroups > 0)
@@ -369,12 +403,23 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
     while (lua_next(L, t)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         const struct field *f = find_field(fields, N(fields), k);
-        if (f == NULL)
-            return lua_pushfstring(L, "unknown field '%s' (fields: type, proxies, url, interval, "
-                                      "timeout, tolerance, selected)", k);
-        if (lua_type(L, -1) != f->type)
-            return lua_pushfstring(L, "field '%s': expected %s, got %s", k,
-                                   lua_typename(L, f->type), luaL_typename(L, -1));
+        if (f == NULL) {
+            static const char *const names[] = {"type", "proxies", "url", "interval",
+                                                "timeout", "tolerance", "selected"};
+            const char *near = script_suggest(k, names, N(names));
+            return lua_pushfstring(L, "unknown field '%s'%s%s%s (fields: type, proxies, url, "
+                                      "interval, timeout, tolerance, selected)", k,
+                                   near ? ": did you mean '" : "", near ? near : "",
+                                   near ? "'?" : "");
+        }
+        if (lua_type(L, -1) != f->type) {
+            /* interval and timeout are seconds, tolerance milliseconds. */
+            const char *unit = strcmp(k, "tolerance") == 0 ? "milliseconds"
+                               : f->type == LUA_TNUMBER     ? "seconds"
+                                                            : NULL;
+            lua_pushfstring(L, "field '%s'", k);
+            return script_type_error(L, -2, lua_tostring(L, -1), lua_typename(L, f->type), unit);
+        }
         lua_pop(L, 1);
     }
     snprintf(g->name, sizeof(g->name), "%s", name);
@@ -384,9 +429,13 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
     for (i = 0; type != NULL && i < N(types); i++)
         if (strcmp(type, types[i]) == 0)
             break;
-    if (type == NULL || i == N(types))
-        return lua_pushfstring(L, "type %s%s%s: expected select, fallback, url-test or load-balance",
-                               type ? "'" : "", type ? type : "missing", type ? "'" : "");
+    if (type == NULL || i == N(types)) {
+        const char *near = type ? script_suggest(type, types, N(types)) : NULL;
+        return lua_pushfstring(L, "type %s%s%s: expected select, fallback, url-test or "
+                                  "load-balance%s%s%s", type ? "'" : "", type ? type : "missing",
+                               type ? "'" : "", near ? " (did you mean '" : "", near ? near : "",
+                               near ? "'?)" : "");
+    }
     g->type = (enum outbound_group_type)i;
     lua_getfield(L, t, "proxies");
     size_t n = lua_rawlen(L, -1);
@@ -401,9 +450,19 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
         lua_rawgeti(L, -1, (lua_Integer)k + 1);
         const char *m = lua_tostring(L, -1);
         int id = m ? script_policy_lookup(s, m) : -1;
-        if (id < 0 || id >= FLOW_POLICY__BUILTIN + (int)s->nproxies)
+        if (id >= FLOW_POLICY__BUILTIN + (int)s->nproxies)
+            return lua_pushfstring(L, "proxies[%d]: '%s' is a group (declared at %s): a group's "
+                                      "members are proxies, DIRECT and REJECT, not other groups",
+                                   (int)k + 1, m,
+                                   s->groups[id - FLOW_POLICY__BUILTIN - (int)s->nproxies].where);
+        if (id < 0) {
+            char hint[160] = "";
+            if (m != NULL)
+                script_policy_hint(s, m, hint, sizeof(hint));
             return lua_pushfstring(L, "proxies[%d]: '%s' is not DIRECT, REJECT or a proxy "
-                                      "declared above", (int)k + 1, m ? m : luaL_typename(L, -1));
+                                      "declared above%s%s", (int)k + 1,
+                                   m ? m : luaL_typename(L, -1), hint[0] ? ": " : "", hint);
+        }
         g->members[g->nmembers++] = id;
         lua_pop(L, 1);
     }
@@ -454,8 +513,8 @@ l_group(lua_State *L)
         return fail_at(L, "chute.group \"%s\": groups are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_group_cfg *)0)->name))
         return fail_at(L, "chute.group: names are 1..63 bytes");
-    if (name_taken(s, name))
-        return fail_at(L, "chute.group \"%s\": the name is taken", name);
+    if (name_taken(L, s, name) != 0)
+        return fail_at(L, "chute.group \"%s\": %s", name, lua_tostring(L, -1));
     if (s->ngroups >= MAX_POLICIES)
         return fail_at(L, "chute.group: more than %d groups", MAX_POLICIES);
     struct outbound_group_cfg *ng = realloc(s->groups, (s->ngroups + 1) * sizeof(*ng));

@@ -425,9 +425,10 @@ script_config_read(struct script *s, char *err, size_t errlen)
         if (c->fallback < 0) {
             char where[512];
             script_config_key_where(s, "fallback", where, sizeof(where));
-            snprintf(err, errlen, "%schute.config: fallback: unknown policy \"%s\"", where,
-                     lua_tostring(L, -1));
-            script_policy_hint(s, lua_tostring(L, -1), err, errlen);
+            char hint[160];
+            script_policy_hint(s, lua_tostring(L, -1), hint, sizeof(hint));
+            snprintf(err, errlen, "%schute.config: fallback: unknown policy \"%s\"%s%s", where,
+                     lua_tostring(L, -1), hint[0] ? ": " : "", hint);
             lua_settop(L, st - 1);
             return -1;
         }

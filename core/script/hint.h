@@ -16,9 +16,9 @@ struct script;
  * changed; case counts half), when it is near enough to be the intended
  * one; NULL otherwise, or when |word| is one of them exactly. */
 const char *script_suggest(const char *word, const char *const *names, size_t n);
-/* Appends to |buf| (holding a message) the hint for a policy name the
- * bundle does not have: "; policy names are case-sensitive: did you mean
- * DIRECT?" or "; did you mean 'auto'?", or nothing. */
+/* Writes to |buf| the hint for a policy name the bundle does not have:
+ * "policy names are case-sensitive: did you mean DIRECT?", "did you mean
+ * 'auto'?", or "" when no name is near. */
 void script_policy_hint(const struct script *s, const char *name, char *buf, size_t len);
 /* core.suggest(word, {names}) for lua/chute.lua: the nearest name or nil. */
 int script_l_suggest(lua_State *L);

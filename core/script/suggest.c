@@ -74,6 +74,7 @@ script_suggest(const char *word, const char *const *names, size_t n)
 void
 script_policy_hint(const struct script *s, const char *name, char *buf, size_t len)
 {
+    buf[0] = '\0';
     static const char *const builtin[] = {"DIRECT", "REJECT", "REJECT-DROP", "REJECT-NO-DROP",
                                           "REJECT-TINYGIF"};
     const char *best = script_suggest(name, builtin, sizeof(builtin) / sizeof(builtin[0]));
@@ -100,15 +101,11 @@ script_policy_hint(const struct script *s, const char *name, char *buf, size_t l
         }
     }
     if (best == NULL)
-        return;
-    size_t used = strlen(buf);
-    if (used >= len)
-        return;
-    if (strcasecmp(best, name) == 0)
-        snprintf(buf + used, len - used, "; policy names are case-sensitive: did you mean %s?",
-                 best);
+        snprintf(buf, len, "%s", "");
+    else if (strcasecmp(best, name) == 0)
+        snprintf(buf, len, "policy names are case-sensitive: did you mean %s?", best);
     else
-        snprintf(buf + used, len - used, "; did you mean '%s'?", best);
+        snprintf(buf, len, "did you mean '%s'?", best);
 }
 
 int

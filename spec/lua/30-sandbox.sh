@@ -39,15 +39,15 @@ chute route sandbox read.test
 expect "io.open reads a bundle file inside route()" 0 "REJECT${T}route" "$load_log"
 
 chute route sandbox global-write.test
-expect "writing a global inside route() is an error" 0 "DIRECT${T}fallback: error" "$load_log
+expect_fallback "writing a global inside route() is an error" "fallback: error" "$load_log
 warn  flow 1: route() failed: sandbox/main.lua:51: assignment to global 'counter' after the bundle loaded (use a local); using DIRECT"
 
 chute route sandbox env-write.test
-expect "writing through _G inside route() is the same error" 0 "DIRECT${T}fallback: error" "$load_log
+expect_fallback "writing through _G inside route() is the same error" "fallback: error" "$load_log
 warn  flow 1: route() failed: sandbox/main.lua:53: assignment to global 'counter' after the bundle loaded (use a local); using DIRECT"
 
 chute route sandbox passwd.test
-expect "io.open outside the bundle in route(): error with file:line" 0 "DIRECT${T}fallback: error" "$load_log
+expect_fallback "io.open outside the bundle in route(): error with file:line" "fallback: error" "$load_log
 warn  flow 1: route() failed: sandbox/main.lua:55: io.open: '/etc/passwd' is outside the bundle; using DIRECT"
 
 exit $failed
