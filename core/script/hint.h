@@ -65,9 +65,11 @@ void script_config_site(struct script *s, int st);
 void script_config_key_where(struct script *s, const char *path, char *buf, size_t len);
 
 /* removed.c: os.execute, io.popen and the other names the sandbox leaves
- * out raise a message saying so, on the table at the top of the stack
- * (|lib|: "os", "io" or NULL for the globals). */
+ * out raise a message saying so when read from the table at the top of
+ * the stack (|lib|: "os", "io" or NULL for the globals): guard gives it a
+ * hidden metatable; index sets __index in the metatable at the top. */
 void script_removed_guard(lua_State *L, const char *lib);
+void script_removed_index(lua_State *L, const char *lib);
 
 
 #endif

@@ -159,6 +159,7 @@ lock_globals(struct script *s)
     lua_newtable(L);
     lua_pushcfunction(L, l_global_newindex);
     lua_setfield(L, -2, "__newindex");
+    script_removed_index(L, NULL);
     /* Hidden, or getmetatable(_G).__newindex = nil would undo the lock. */
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
