@@ -370,6 +370,9 @@ l_proxy(lua_State *L)
         return fail_at(L, "chute.proxy \"%s\": %s", name, lua_tostring(L, -1));
     if (s->nproxies >= MAX_POLICIES)
         return fail_at(L, "chute.proxy: more than %d proxies", MAX_POLICIES);
+    if (s->ngroups > 0 && strcmp(s->late_member, name) == 0)
+        return fail_at(L, "chute.proxy \"%s\": declare proxies before groups (group \"%s\" at "
+                          "%s names it)", name, s->late_group, s->late_where);
     if (s->ngroups > 0)
         return fail_at(L, "chute.proxy \"%s\": declare proxies before groups", name);
     struct outbound_proxy *np = realloc(s->proxies, (s->nproxies + 1) * sizeof(*np));
@@ -455,14 +458,18 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
                                       "members are proxies, DIRECT and REJECT, not other groups",
                                    (int)k + 1, m,
                                    s->groups[id - FLOW_POLICY__BUILTIN - (int)s->nproxies].where);
-        if (id < 0) {
-            char hint[160] = "";
-            if (m != NULL)
-                script_policy_hint(s, m, hint, sizeof(hint));
-            return lua_pushfstring(L, "proxies[%d]: '%s' is not DIRECT, REJECT or a proxy "
-                                      "declared above%s%s", (int)k + 1,
-                                   m ? m : luaL_typename(L, -1), hint[0] ? ": " : "", hint);
+        if (id < 0 && m == NULL)
+            return lua_pushfstring(L, "proxies[%d]: expected a policy name, got %s", (int)k + 1,
+                                   luaL_typename(L, -1));
+        if (id < 0 && s->late_member[0] == '\0') {
+            /* Said once main.lua has run, when every name is known. */
+            snprintf(s->late_member, sizeof(s->late_member), "%s", m);
+            snprintf(s->late_group, sizeof(s->late_group), "%s", name);
+            declared_at(L, s->late_where, sizeof(s->late_where));
+            s->late_index = (int)k + 1;
         }
+        if (id < 0)
+            id = FLOW_POLICY_REJECT; /* the load fails at its end */
         g->members[g->nmembers++] = id;
         lua_pop(L, 1);
     }
@@ -596,9 +603,32 @@ script_policy_name(const struct script *s, int policy)
     return flow_policy_name(policy);
 }
 
+/* A group member that named nothing when its group was declared. */
+static int
+late_member(struct script *s, char *err, size_t errlen)
+{
+    int id = script_policy_lookup(s, s->late_member);
+    int n = snprintf(err, errlen, "%s: chute.group \"%s\": proxies[%d]: '%s' ", s->late_where,
+                     s->late_group, s->late_index, s->late_member);
+    size_t off = n < 0 ? 0 : (size_t)n < errlen ? (size_t)n : errlen - 1;
+    if (id >= FLOW_POLICY__BUILTIN + (int)s->nproxies) {
+        snprintf(err + off, errlen - off, "is a group declared later (at %s): a group's members "
+                 "are proxies, DIRECT and REJECT, not other groups",
+                 s->groups[id - FLOW_POLICY__BUILTIN - (int)s->nproxies].where);
+        return -1;
+    }
+    char hint[160];
+    script_policy_hint(s, s->late_member, hint, sizeof(hint));
+    snprintf(err + off, errlen - off, "is not DIRECT, REJECT or a proxy declared above%s%s",
+             hint[0] ? ": " : "", hint);
+    return -1;
+}
+
 int
 script_proxies_finish(struct script *s, char *err, size_t errlen)
 {
+    if (s->late_member[0] != '\0')
+        return late_member(s, err, errlen);
     if (script_check_self_loops(s, s->proxies, s->nproxies, err, errlen) != 0)
         return -1;
     /* The set owns the arrays from here, even when it fails. */

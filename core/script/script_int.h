@@ -82,6 +82,10 @@ struct script {
     struct outbound_group_cfg *groups;
     size_t ngroups;
     struct outbound_set *set;
+    /* The first group member that named nothing declared yet, told once
+     * main.lua has run (it may be a group declared later). */
+    char late_member[64], late_group[64], late_where[96];
+    int late_index;
     /* chute.on_request / on_response, in registration order (bind_http.c),
      * and the set the MITM gets (hooks.c). */
     struct script_hook *req_hooks, *resp_hooks;

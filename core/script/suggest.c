@@ -103,7 +103,10 @@ script_policy_hint(const struct script *s, const char *name, char *buf, size_t l
     if (best == NULL)
         snprintf(buf, len, "%s", "");
     else if (strcasecmp(best, name) == 0)
-        snprintf(buf, len, "policy names are case-sensitive: did you mean %s?", best);
+        snprintf(buf, len, "policy names are case-sensitive: did you mean %s%s%s?",
+                 best[0] >= 'A' && best[0] <= 'Z' && script_policy_lookup(NULL, best) >= 0 ? ""
+                                                                                          : "'",
+                 best, script_policy_lookup(NULL, best) >= 0 ? "" : "'");
     else
         snprintf(buf, len, "did you mean '%s'?", best);
 }

@@ -77,8 +77,15 @@ const char *
 script_type_error(lua_State *L, int idx, const char *path, const char *want, const char *unit)
 {
     idx = lua_absindex(L, idx);
-    const char *key = strrchr(path, '.');
+    /* The key as the user writes it: "connect" of "timeouts.connect",
+     * "interval" of "field 'interval'". */
+    char keybuf[64];
+    const char *key = strrchr(path, '.'), *q = strchr(path, '\'');
     key = key != NULL ? key + 1 : path;
+    if (q != NULL && strchr(q + 1, '\'') != NULL) {
+        snprintf(keybuf, sizeof(keybuf), "%.*s", (int)(strchr(q + 1, '\'') - q - 1), q + 1);
+        key = keybuf;
+    }
     push_shown(L, idx);
     const char *shown = lua_tostring(L, -1);
     const char *got = lua_type(L, idx) == LUA_TNUMBER && lua_isinteger(L, idx)
