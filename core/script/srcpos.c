@@ -232,11 +232,15 @@ walk(struct lex *lx, const char *path, int found)
                 return found;
             key = a.p, key_n = a.n;
         } else if (punct(&t, '[')) {
-            skip_value(lx); /* [expr] = value: its expression ... */
+            /* [expr] = value: a key no path names. */
+            int depth = 1;
+            while (depth > 0) {
+                struct tok u = next(lx);
+                if (u.type == T_EOF)
+                    return found;
+                depth += punct(&u, '[') - punct(&u, ']');
+            }
             struct tok eq = next(lx);
-            if (!punct(&eq, ']'))
-                return found;
-            eq = next(lx);
             if (!punct(&eq, '='))
                 return found;
         } else {
