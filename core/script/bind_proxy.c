@@ -106,6 +106,24 @@ fail_at(lua_State *L, const char *fmt, ...)
     return lua_error(L);
 }
 
+/* A declaration's error at the line of the field it is about ("field
+ * 'port'", "unknown field 'passwd'", "proxies[2]: ...", "pool.max_idle:
+ * ..."), found in the source (srcpos.c), else at the call's line. */
+static int
+fail_decl(lua_State *L, const char *kind, const char *name, const char *e)
+{
+    char field[64] = "", where[512];
+    if (sscanf(e, "unknown field '%63[^']'", field) != 1 &&
+        sscanf(e, "field '%63[^']'", field) != 1) {
+        size_t n = strspn(e, "abcdefghijklmnopqrstuvwxyz_.");
+        if (n > 0 && n < sizeof(field) && (e[n] == ':' || e[n] == ' ' || e[n] == '['))
+            snprintf(field, sizeof(field), "%.*s", (int)n, e);
+    }
+    script_key_where(L, 2, kind, name, field, where, sizeof(where));
+    lua_pushfstring(L, "%schute.%s \"%s\": %s", where, kind, name, e);
+    return lua_error(L);
+}
+
 /* Pushes "main.lua:12" for the line that declared the thing. */
 static const char *
 declared_at(lua_State *L, char *buf, size_t len)
@@ -384,7 +402,7 @@ l_proxy(lua_State *L)
     const char *e = read_proxy(L, 2, name, p);
     if (e != NULL) {
         tls_ctx_free(p->anchors);
-        return fail_at(L, "chute.proxy \"%s\": %s", name, e);
+        return fail_decl(L, "proxy", name, e);
     }
     declared_at(L, p->where, sizeof(p->where));
     s->nproxies++;
@@ -533,7 +551,7 @@ l_group(lua_State *L)
     const char *e = read_group(L, s, 2, name, g);
     if (e != NULL) {
         free(g->members);
-        return fail_at(L, "chute.group \"%s\": %s", name, e);
+        return fail_decl(L, "group", name, e);
     }
     declared_at(L, g->where, sizeof(g->where));
     s->ngroups++;

@@ -47,16 +47,16 @@ refused "a config key in the wrong case" hint-key-case \
     "hint-key-case/main.lua:4: chute.config: unknown key 'Log_Level': did you mean 'log_level'? (known: budget, control, decision_cache, dns, fallback, listen, log_level, lua_memory_mb, mitm, outbound, timeouts, tun)"
 refused "a misspelt rule type" hint-rule-type \
     "hint-rule-type/main.lua:3: chute.rules: rule 1: unknown rule type 'DOMAIN-SUFIX': did you mean DOMAIN-SUFFIX?"
-refused "a misspelt proxy field" hint-proxy-field \
-    "hint-proxy-field/main.lua:2: chute.proxy \"hk\": unknown field 'passwd' for type shadowsocks: did you mean 'password'? (fields: type, server, port, udp, pool, cipher, password)"
+refused "a misspelt proxy field: its own line" hint-proxy-field \
+    "hint-proxy-field/main.lua:3: chute.proxy \"hk\": unknown field 'passwd' for type shadowsocks: did you mean 'password'? (fields: type, server, port, udp, pool, cipher, password)"
 
 # durations and values in type errors
 refused "a duration as a string, deep in the table: its key's line and the number" hint-duration \
     "hint-duration/main.lua:10: chute.config: timeouts.connect: expected a number of seconds, got string \"5s\" (a plain number, not a string: connect = 5)"
 refused "milliseconds turned into the key's seconds" hint-duration-ms \
     "hint-duration-ms/main.lua:2: chute.config: timeouts.udp: expected a number of seconds, got string \"1500ms\" (a plain number, not a string: udp = 1.5)"
-refused "a group's interval as a string" hint-group-interval \
-    "hint-group-interval/main.lua:3: chute.group \"auto\": field 'interval': expected a number of seconds, got string \"5m\" (a plain number, not a string: interval = 300)"
+refused "a group's interval as a string: its own line" hint-group-interval \
+    "hint-group-interval/main.lua:4: chute.group \"auto\": field 'interval': expected a number of seconds, got string \"5m\" (a plain number, not a string: interval = 300)"
 refused "a proxy port as a string shows the value" hint-proxy-port \
     "hint-proxy-port/main.lua:2: chute.proxy \"hk\": field 'port': expected number, got string \"1080\""
 
