@@ -608,7 +608,7 @@ chute_engine_free(chute_engine *ce)
 }
 
 int
-chute_bundle_check(const char *path, char *err, size_t errlen)
+engine_bundle_check(const char *path, int need_listener, char *err, size_t errlen)
 {
     char tmp[8];
     if (errlen == 0) {
@@ -619,9 +619,16 @@ chute_bundle_check(const char *path, char *err, size_t errlen)
     if (s == NULL)
         return CHUTE_ERR_INVALID;
     /* What run refuses once loaded, check refuses too. */
-    int rc = script_listeners_check(s, 1, err, errlen) != 0 ? CHUTE_ERR_INVALID : 0;
+    int rc = script_listeners_check(s, need_listener, err, errlen) != 0 ? CHUTE_ERR_INVALID : 0;
     if (rc == 0)
         script_warn_defaults(s);
     script_free(s);
     return rc;
+}
+
+int
+chute_bundle_check(const char *path, char *err, size_t errlen)
+{
+    /* A host may feed the packets: a bundle without listeners is fine. */
+    return engine_bundle_check(path, 0, err, errlen);
 }

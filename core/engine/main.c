@@ -143,7 +143,7 @@ cmd_check(int argc, char **argv)
     char err[1024];
     if (engine_cli_bundle_arg("check", argv[2]) != 0)
         return 1;
-    if (chute_bundle_check(argv[2], err, sizeof(err)) != 0) {
+    if (engine_bundle_check(argv[2], 1, err, sizeof(err)) != 0) {
         fprintf(stderr, "chute: %s\n", err);
         return 1;
     }
