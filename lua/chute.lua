@@ -23,6 +23,14 @@ local function check_type(path, v, want, unit)
   end
 end
 
+-- ": did you mean 'listen'?" when |word| is near one of |names|.
+local function did_you_mean(word, names, quote)
+  local best = type(word) == "string" and core.suggest(word, names)
+  if not best then return "" end
+  return quote and string.format(": did you mean '%s'?", best)
+    or string.format(": did you mean %s?", best)
+end
+
 -- A list of "IP/PREFIX" strings.
 local function cidr_list(t)
   local n = 0
@@ -107,7 +115,8 @@ local listener = {
 local schema = {
   log_level = { type = "string", check = function(v)
     if v ~= "error" and v ~= "warn" and v ~= "info" and v ~= "debug" then
-      return string.format("%q is not one of error, warn, info, debug", v)
+      return string.format("%q is not one of error, warn, info, debug%s", v,
+        did_you_mean(v, { "error", "warn", "info", "debug" }, true))
     end
   end },
   fallback = { type = "string" }, -- a policy name; checked once proxies are all declared
@@ -143,7 +152,9 @@ local schema = {
   } },
   dns = { fields = {
     mode = { type = "string", check = function(v)
-      if v ~= "fake-ip" and v ~= "real-ip" then return string.format("%q is not fake-ip or real-ip", v) end
+      if v ~= "fake-ip" and v ~= "real-ip" then
+        return string.format("%q is not fake-ip or real-ip%s", v, did_you_mean(v, { "fake-ip", "real-ip" }, true))
+      end
     end },
     fake_ip_range = { type = "string", check = function(v) return core.check_range(v, 4) end },
     fake_ip_range6 = { type = "string", check = function(v) return core.check_range(v, 6) end },
@@ -215,14 +226,6 @@ local function sorted_keys(t)
   for k in pairs(t) do ks[#ks + 1] = k end
   table.sort(ks)
   return ks
-end
-
--- "; did you mean 'listen'?" when |word| is near one of |names|.
-local function did_you_mean(word, names, quote)
-  local best = type(word) == "string" and core.suggest(word, names)
-  if not best then return "" end
-  return quote and string.format(": did you mean '%s'?", best)
-    or string.format(": did you mean %s?", best)
 end
 
 -- The error and the path of the key it is about (for the key's line).
