@@ -88,9 +88,10 @@ script_type_error(lua_State *L, int idx, const char *path, const char *want, con
     }
     push_shown(L, idx);
     const char *shown = lua_tostring(L, -1);
-    const char *got = lua_type(L, idx) == LUA_TNUMBER && lua_isinteger(L, idx)
-                          ? "integer"
-                          : luaL_typename(L, idx);
+    /* As math.type names numbers: "expected integer, got float 2.5". */
+    const char *got = lua_type(L, idx) != LUA_TNUMBER ? luaL_typename(L, idx)
+                      : lua_isinteger(L, idx)         ? "integer"
+                                                      : "float";
     char msg[512], tail[200] = "";
     if (unit != NULL && lua_type(L, idx) == LUA_TSTRING) {
         double n = duration_in(lua_tostring(L, idx), unit);
