@@ -634,7 +634,7 @@ rules_build(lua_State *L)
                                   final ? "{\"FINAL\", POLICY}" : "{TYPE, VALUE, POLICY}");
             if (pol == NULL)
                 return luaL_error(L, "%s: the policy must be a name (a string), got %s", where,
-                                  luaL_typename(L, -1));
+                                  script_got(L, -1));
             r->policy = script_policy_lookup(script_of(L), pol);
             if (r->policy < 0) {
                 char hint[160];

@@ -30,6 +30,10 @@ int script_l_suggest(lua_State *L);
  * then gets the number to write instead. Returns the pushed string. */
 const char *script_type_error(lua_State *L, int idx, const char *path, const char *want,
                               const char *unit);
+/* Pushes and returns what a message shows of the value at |idx|: its type
+ * and, for a string, number or boolean, the value ("string \"5s\"",
+ * "float 2.5", "table"). */
+const char *script_got(lua_State *L, int idx);
 /* core.type_error(path, value, want [, unit]) for lua/chute.lua. */
 int script_l_type_error(lua_State *L);
 

@@ -63,7 +63,7 @@ read_options(lua_State *L, int idx, struct flow *f, char *why, size_t len)
         }
         if (!lua_isboolean(L, -1)) {
             snprintf(why, len, "route() option mitm: expected a boolean, got %s",
-                     luaL_typename(L, -1));
+                     script_got(L, -1));
             lua_pop(L, 2);
             return -1;
         }

@@ -74,6 +74,20 @@ duration_in(const char *v, const char *unit)
 }
 
 const char *
+script_got(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    const char *type = lua_type(L, idx) != LUA_TNUMBER ? luaL_typename(L, idx)
+                       : lua_isinteger(L, idx)         ? "integer"
+                                                       : "float";
+    push_shown(L, idx);
+    const char *shown = lua_tostring(L, -1);
+    lua_pushfstring(L, "%s%s%s", type, *shown ? " " : "", shown);
+    lua_remove(L, -2);
+    return lua_tostring(L, -1);
+}
+
+const char *
 script_type_error(lua_State *L, int idx, const char *path, const char *want, const char *unit)
 {
     idx = lua_absindex(L, idx);

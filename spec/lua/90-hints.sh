@@ -33,6 +33,9 @@ expect "route() answered: exit 0" 0 "REJECT${T}route" ""
 chute route hint-route-error broken.test
 expect_fallback "route() failed: exit 3, said on stderr" "fallback: error" \
     "warn  flow 1: route() failed: hint-route-error/main.lua:5: no such table; using DIRECT"
+chute route hint-route-error option.test
+expect_fallback "a run-time type error shows the value" "fallback: bad options" \
+    "warn  flow 1: hint-route-error/main.lua:4: route() option mitm: expected a boolean, got string \"yes\"; using DIRECT"
 
 # policy names
 refused "a rule's policy in the wrong case" hint-rule-case \
