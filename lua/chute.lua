@@ -9,7 +9,8 @@ local function where_error(msg, level)
   error(msg, level + 1)
 end
 
-local function check_type(path, v, want)
+-- |unit| ("seconds"): what a number means, for the hint a "5s" gets.
+local function check_type(path, v, want, unit)
   local got = math.type(v) or type(v)
   if want == "number" and type(v) == "number" then
     if v ~= v or v == math.huge or v == -math.huge then
@@ -18,8 +19,16 @@ local function check_type(path, v, want)
     return nil
   end
   if got ~= want then
-    return string.format("%s: expected %s, got %s", path, want, got)
+    return core.type_error(path, v, want, unit)
   end
+end
+
+-- ": did you mean 'listen'?" when |word| is near one of |names|.
+local function did_you_mean(word, names, quote)
+  local best = type(word) == "string" and core.suggest(word, names)
+  if not best then return "" end
+  return quote and string.format(": did you mean '%s'?", best)
+    or string.format(": did you mean %s?", best)
 end
 
 -- A list of "IP/PREFIX" strings.
@@ -106,16 +115,17 @@ local listener = {
 local schema = {
   log_level = { type = "string", check = function(v)
     if v ~= "error" and v ~= "warn" and v ~= "info" and v ~= "debug" then
-      return string.format("%q is not one of error, warn, info, debug", v)
+      return string.format("%q is not one of error, warn, info, debug%s", v,
+        did_you_mean(v, { "error", "warn", "info", "debug" }, true))
     end
   end },
   fallback = { type = "string" }, -- a policy name; checked once proxies are all declared
   listen = { fields = { socks = { fields = listener }, http = { fields = listener },
                         reverse = { type = "table", check = reverse_list } } },
   timeouts = { fields = {
-    connect = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
-    idle = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
-    udp = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },
+    connect = { type = "number", unit = "seconds", check = function(v) if v <= 0 then return "must be > 0" end end },
+    idle = { type = "number", unit = "seconds", check = function(v) if v <= 0 then return "must be > 0" end end },
+    udp = { type = "number", unit = "seconds", check = function(v) if v <= 0 then return "must be > 0" end end },
   } },
   tun = { fields = {
     name = { type = "string", check = function(v)
@@ -142,11 +152,13 @@ local schema = {
   } },
   dns = { fields = {
     mode = { type = "string", check = function(v)
-      if v ~= "fake-ip" and v ~= "real-ip" then return string.format("%q is not fake-ip or real-ip", v) end
+      if v ~= "fake-ip" and v ~= "real-ip" then
+        return string.format("%q is not fake-ip or real-ip%s", v, did_you_mean(v, { "fake-ip", "real-ip" }, true))
+      end
     end },
     fake_ip_range = { type = "string", check = function(v) return core.check_range(v, 4) end },
     fake_ip_range6 = { type = "string", check = function(v) return core.check_range(v, 6) end },
-    fake_ip_ttl = { type = "integer", check = function(v)
+    fake_ip_ttl = { type = "integer", unit = "seconds", check = function(v)
       if v < 1 or v > 86400 then return "must be 1..86400 seconds" end
     end },
     fake_ip_size = { type = "integer", check = function(v)
@@ -167,7 +179,7 @@ local schema = {
       end
     end },
     listen = { type = "string", check = core.check_address },
-    timeout = { type = "number", check = function(v)
+    timeout = { type = "number", unit = "seconds", check = function(v)
       if v <= 0 or v > 30 then return "must be > 0 and at most 30 seconds" end
     end },
     cache = { type = "integer", check = function(v)
@@ -181,7 +193,7 @@ local schema = {
     ca = { type = "string", check = nonempty },
     ca_key = { type = "string", check = nonempty },
     auto_bypass = { type = "boolean" },
-    bypass_seconds = { type = "number", check = function(v)
+    bypass_seconds = { type = "number", unit = "seconds", check = function(v)
       if v <= 0 or v > 86400 then return "must be > 0 and at most 86400 seconds" end
     end },
     block_quic = { type = "boolean" },
@@ -213,30 +225,33 @@ local function sorted_keys(t)
   local ks = {}
   for k in pairs(t) do ks[#ks + 1] = k end
   table.sort(ks)
-  return table.concat(ks, ", ")
+  return ks
 end
 
+-- The error and the path of the key it is about (for the key's line).
 local function validate(path, fields, t)
   if type(t) ~= "table" then
-    return string.format("%s: expected table, got %s", path, type(t))
+    return core.type_error(path, t, "table"), path
   end
   for k, v in pairs(t) do
     local name = path == "" and tostring(k) or (path .. "." .. tostring(k))
     local spec = type(k) == "string" and fields[k]
     if not spec then
-      return string.format("unknown key '%s' (known: %s)", name, sorted_keys(fields))
+      local known = sorted_keys(fields)
+      return string.format("unknown key '%s'%s (known: %s)", name, did_you_mean(k, known, true),
+        table.concat(known, ", ")), name
     end
-    local e
+    local e, at
     if spec.fields then
-      e = validate(name, spec.fields, v)
+      e, at = validate(name, spec.fields, v)
     else
-      e = check_type(name, v, spec.type)
+      e = check_type(name, v, spec.type, spec.unit)
       if not e and spec.check then
         local ce = spec.check(v)
         if ce then e = name .. ": " .. ce end
       end
     end
-    if e then return e end
+    if e then return e, at or name end
   end
 end
 
@@ -274,19 +289,26 @@ function M.config(t)
   if state.configured then where_error("chute.config: called twice", 2) end
   if type(t) ~= "table" then where_error("chute.config: expected a table", 2) end
   expand_shorthands(t)
-  local e = validate("", schema, t)
+  local e, at = validate("", schema, t)
   if not e and type(t.listen) == "table" then
     for name, l in pairs(t.listen) do
       if name ~= "reverse" and l.address == nil then
         e = string.format("listen.%s: needs an address", name)
+        at = "listen." .. name
       end
     end
   end
-  if e then where_error("chute.config: " .. e, 2) end
+  if e then
+    -- The key's own line when the source shows it, else the call's.
+    local where = at and core.key_where(at) or ""
+    if where == "" then where_error("chute.config: " .. e, 2) end
+    error(where .. "chute.config: " .. e, 0)
+  end
   state.config = t
   state.configured = true
   -- "main.lua:3: ", for what can only be checked once main.lua has run
   state.config_where = select(2, pcall(error, "", 3))
+  state.config_source, state.config_short, state.config_line = core.call_site(2)
 end
 
 M.log = core.log
@@ -328,8 +350,9 @@ local proxy = setmetatable({}, {
         .. "function(req) ... end [, opts])", k, k), 2)
     end
     if not hook_names[k] then
-      where_error(string.format("chute.%s: unknown hook (hooks: on_dns, route)",
-        tostring(k)), 2)
+      local near = did_you_mean(k, { "on_dns", "route", "on_request", "on_response" })
+      where_error(string.format("chute.%s: unknown hook%s (hooks: on_dns, route)",
+        tostring(k), near ~= "" and near:gsub("mean ", "mean chute.") or ""), 2)
     end
     if type(v) ~= "function" then
       where_error(string.format("chute.%s: expected a function, got %s", k, type(v)), 2)

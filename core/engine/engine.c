@@ -490,12 +490,9 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         return CHUTE_ERR_INVALID;
     }
     const struct script_config *cfg = script_config(e->script);
-    if (!cfg->socks.enabled && !cfg->http.enabled && !cfg->tun.enabled && !cfg->dns.has_listen &&
-        cfg->nreverse == 0 && e->host == NULL) {
-        snprintf(err, errlen, "the bundle takes no traffic: give chute.config a listen = {...}, "
-                              "a tun = {...} or a dns = { listen = ... }");
+    if (script_listeners_check(e->script, e->host == NULL, err, errlen) != 0)
         return CHUTE_ERR_INVALID;
-    }
+    script_warn_defaults(e->script);
     /* splice(2) to a closed socket raises SIGPIPE; EPIPE is handled. */
     signal(SIGPIPE, SIG_IGN);
     struct inbound_opts so = listener_opts(&cfg->socks, &e->users[0]);
@@ -611,7 +608,7 @@ chute_engine_free(chute_engine *ce)
 }
 
 int
-chute_bundle_check(const char *path, char *err, size_t errlen)
+engine_bundle_check(const char *path, int need_listener, char *err, size_t errlen)
 {
     char tmp[8];
     if (errlen == 0) {
@@ -621,6 +618,17 @@ chute_bundle_check(const char *path, char *err, size_t errlen)
     struct script *s = script_load(path, NULL, err, errlen);
     if (s == NULL)
         return CHUTE_ERR_INVALID;
+    /* What run refuses once loaded, check refuses too. */
+    int rc = script_listeners_check(s, need_listener, err, errlen) != 0 ? CHUTE_ERR_INVALID : 0;
+    if (rc == 0)
+        script_warn_defaults(s);
     script_free(s);
-    return 0;
+    return rc;
+}
+
+int
+chute_bundle_check(const char *path, char *err, size_t errlen)
+{
+    /* A host may feed the packets: a bundle without listeners is fine. */
+    return engine_bundle_check(path, 0, err, errlen);
 }

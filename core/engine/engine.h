@@ -203,6 +203,13 @@ int engine_state_dir(char *dir, size_t n);
 int engine_ca_paths(char *cert, size_t certlen, char *key, size_t keylen);
 /* `chute ca ...` (argv[1] is "ca"): the exit status. */
 int engine_ca_main(int argc, char **argv);
+/* chute_bundle_check, and for `chute check` (|need_listener|: as `chute
+ * run` refuses a bundle that takes no traffic). */
+int engine_bundle_check(const char *path, int need_listener, char *err, size_t errlen);
+/* cli_hint.c: 0 when |path| may be a bundle folder; -1 when it is a file
+ * (main.lua, a Clash or Surge config), after saying on stderr what to pass
+ * to `chute |cmd|` instead. */
+int engine_cli_bundle_arg(const char *cmd, const char *path);
 struct dns_resolver_opts;
 /* dns_glue.c: the resolver options a bundle's config asks for. */
 void engine_resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro);

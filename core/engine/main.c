@@ -42,15 +42,19 @@ static const char usage_run[] =
 static const char usage_check[] =
     "usage: chute check BUNDLE\n"
     "\n"
-    "Loads BUNDLE as `run` would, without opening sockets. Prints \"ok\" and\n"
-    "exits 0, or prints the error with its file:line and exits 1.\n";
+    "Loads BUNDLE as `run` would, without opening sockets, and refuses what\n"
+    "run would: no listener at all, two listeners on one port. Prints \"ok\"\n"
+    "and exits 0 (warnings, such as a bundle without route(), on stderr), or\n"
+    "prints the error with its file:line and exits 1.\n";
 
 static const char usage_route[] =
     "usage: chute route [--network tcp|udp] [--inbound socks|http|tun] BUNDLE DEST\n"
     "\n"
     "Calls the bundle's route() once for a flow to DEST (example.com,\n"
     "example.com:443, 192.0.2.1:80, [2001:db8::1]:443; port 443 by default)\n"
-    "and prints the policy and the rule that decided it.\n";
+    "and prints the policy and the rule that decided it. Exits 3 when route()\n"
+    "failed (an error, the budget, a bad return value) and the answer is the\n"
+    "fallback policy; 1 when the bundle does not load.\n";
 
 static int
 wants_help(int argc, char **argv)
@@ -104,6 +108,8 @@ cmd_run(int argc, char **argv)
         fputs(usage_run, stderr);
         return 2;
     }
+    if (engine_cli_bundle_arg("run", argv[optind]) != 0)
+        return 1;
     raise_nofile();
     chute_engine *e;
     char err[1024];
@@ -135,7 +141,9 @@ cmd_check(int argc, char **argv)
         return 2;
     }
     char err[1024];
-    if (chute_bundle_check(argv[2], err, sizeof(err)) != 0) {
+    if (engine_cli_bundle_arg("check", argv[2]) != 0)
+        return 1;
+    if (engine_bundle_check(argv[2], 1, err, sizeof(err)) != 0) {
         fprintf(stderr, "chute: %s\n", err);
         return 1;
     }
@@ -248,6 +256,8 @@ cmd_route(int argc, char **argv)
         return 2;
     }
     char err[1024];
+    if (engine_cli_bundle_arg("route", argv[optind]) != 0)
+        return 1;
     struct script *s = script_load(argv[optind], NULL, err, sizeof(err));
     if (s == NULL) {
         fprintf(stderr, "chute: %s\n", err);
@@ -257,6 +267,8 @@ cmd_route(int argc, char **argv)
     src->sin_family = AF_INET;
     src->sin_addr.s_addr = htonl(0x7f000001);
     f._resolvable = 1; /* as the engine: an IP rule may wait for the name */
+    struct script_stats before, after;
+    script_stats(s, &before);
     script_route(s, &f);
     char shown[600] = "";
     if ((f._reads & FLOW_READ_RESOLVE) && f._resolvable && f.resolved.state == FLOW_RESOLVE_NONE) {
@@ -272,8 +284,15 @@ cmd_route(int argc, char **argv)
     }
     printf("%s\t%s%s%s%s\n", script_policy_name(s, f.policy), f.rule, f.why[0] ? " " : "", f.why,
            shown);
+    /* A bundle author's CI must see a route() that failed: the answer is
+     * only the fallback. */
+    script_stats(s, &after);
+    int failed = after.route_errors != before.route_errors;
+    if (failed)
+        fprintf(stderr, "chute route: route() failed (%s), so %s is only the fallback policy\n",
+                f.rule, script_policy_name(s, f.policy));
     script_free(s);
-    return 0;
+    return failed ? 3 : 0;
 }
 
 int

@@ -109,5 +109,8 @@ int rules_rule_parse(struct mem_slice type, struct mem_slice value, const struct
  * RULES_FORMAT_AUTO for "auto"; -1 for anything else. */
 int rules_format_parse(const char *name);
 const char *rules_type_name(enum rules_type t);
+/* The |i|th rule type name a list line may start with (aliases too), or
+ * NULL past the last: for did-you-mean hints. */
+const char *rules_type_known(size_t i);
 
 #endif

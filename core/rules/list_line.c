@@ -86,6 +86,12 @@ rules_type_name(enum rules_type t)
     return "?";
 }
 
+const char *
+rules_type_known(size_t i)
+{
+    return i < COUNT(types) ? types[i].name : NULL;
+}
+
 static int
 one_of(struct mem_slice s, const char *const *names, size_t n)
 {

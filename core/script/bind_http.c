@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "rules/re.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 #define DEFAULT_MAX_BODY (128u << 10)
@@ -63,7 +64,7 @@ read_methods(lua_State *L, int opts, const char *fn, struct script_hook *h)
         lua_rawseti(L, -2, 1);
     } else if (t != LUA_TTABLE) {
         luaL_error(L, "%s: opts.method: expected a string or a list of strings, got %s", fn,
-                   luaL_typename(L, -1));
+                   script_got(L, -1));
     }
     for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++) {
         size_t len = 0;
@@ -96,7 +97,7 @@ read_opts(lua_State *L, int opts, const char *fn, struct script_hook *h)
     }
     int t = lua_getfield(L, opts, "body");
     if (t != LUA_TNIL && t != LUA_TBOOLEAN)
-        luaL_error(L, "%s: opts.body: expected a boolean, got %s", fn, luaL_typename(L, -1));
+        luaL_error(L, "%s: opts.body: expected a boolean, got %s", fn, script_got(L, -1));
     h->body = lua_toboolean(L, -1);
     lua_pop(L, 1);
     t = lua_getfield(L, opts, "max_body");

@@ -7,6 +7,7 @@
 #include "outbound/set.h"
 #include "pool/pool.h"
 #include "tls/tls.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 /* chute.proxy "name" { ... } and chute.group "name" { ... }: each field is
@@ -48,10 +49,26 @@ find_field(const struct field *f, size_t n, const char *k)
     return NULL;
 }
 
+/* 0 when |name| is free; else -1 with why it is not pushed: a built-in, or
+ * the proxy or group that has it, with the line that declared it. */
 static int
-name_taken(struct script *s, const char *name)
+name_taken(lua_State *L, struct script *s, const char *name)
 {
-    return script_policy_lookup(s, name) >= 0;
+    int id = script_policy_lookup(s, name);
+    if (id < 0)
+        return 0;
+    if (id < FLOW_POLICY__BUILTIN) {
+        lua_pushfstring(L, "the name is taken: %s is a built-in policy", name);
+        return -1;
+    }
+    size_t i = (size_t)(id - FLOW_POLICY__BUILTIN);
+    if (i < s->nproxies)
+        lua_pushfstring(L, "the name is taken: a proxy of that name is declared at %s",
+                        s->proxies[i].where);
+    else
+        lua_pushfstring(L, "the name is taken: a group of that name is declared at %s",
+                        s->groups[i - s->nproxies].where);
+    return -1;
 }
 
 /* A DNS name: letters, digits, '-', '_' in labels of 1..63 bytes. */
@@ -86,6 +103,24 @@ fail_at(lua_State *L, const char *fmt, ...)
     lua_pushvfstring(L, fmt, ap);
     va_end(ap);
     lua_concat(L, 2);
+    return lua_error(L);
+}
+
+/* A declaration's error at the line of the field it is about ("field
+ * 'port'", "unknown field 'passwd'", "proxies[2]: ...", "pool.max_idle:
+ * ..."), found in the source (srcpos.c), else at the call's line. */
+static int
+fail_decl(lua_State *L, const char *kind, const char *name, const char *e)
+{
+    char field[64] = "", where[512];
+    if (sscanf(e, "unknown field '%63[^']'", field) != 1 &&
+        sscanf(e, "field '%63[^']'", field) != 1) {
+        size_t n = strspn(e, "abcdefghijklmnopqrstuvwxyz_.");
+        if (n > 0 && n < sizeof(field) && (e[n] == ':' || e[n] == ' ' || e[n] == '['))
+            snprintf(field, sizeof(field), "%.*s", (int)n, e);
+    }
+    script_key_where(L, 2, kind, name, field, where, sizeof(where));
+    lua_pushfstring(L, "%schute.%s \"%s\": %s", where, kind, name, e);
     return lua_error(L);
 }
 
@@ -132,24 +167,29 @@ check_keys(lua_State *L, int t, const struct field *extra, size_t nextra, const 
         if (f == NULL && k != NULL)
             f = find_field(extra, nextra, k);
         if (f == NULL) {
+            const char *names[N(common_fields) + 8];
+            size_t nn = 0;
+            for (size_t i = 0; i < N(common_fields) + nextra && nn < N(names); i++)
+                names[nn++] = i < N(common_fields) ? common_fields[i].name
+                                                   : extra[i - N(common_fields)].name;
+            const char *near = k != NULL ? script_suggest(k, names, nn) : NULL;
             luaL_Buffer b;
             luaL_buffinit(L, &b);
-            lua_pushfstring(L, "unknown field '%s' for type %s (fields: ", k ? k : "?", type);
+            lua_pushfstring(L, "unknown field '%s' for type %s%s%s%s (fields: ", k ? k : "?", type,
+                            near ? ": did you mean '" : "", near ? near : "", near ? "'?" : "");
             luaL_addvalue(&b);
-            for (size_t i = 0; i < N(common_fields) + nextra; i++) {
-                const struct field *g = i < N(common_fields) ? &common_fields[i]
-                                                             : &extra[i - N(common_fields)];
+            for (size_t i = 0; i < nn; i++) {
                 if (i > 0)
                     luaL_addstring(&b, ", ");
-                luaL_addstring(&b, g->name);
+                luaL_addstring(&b, names[i]);
             }
             luaL_addstring(&b, ")");
             luaL_pushresult(&b);
             return lua_tostring(L, -1);
         }
         if (f->type != LUA_TNONE && lua_type(L, -1) != f->type) {
-            return lua_pushfstring(L, "field '%s': expected %s, got %s", k, lua_typename(L, f->type),
-                                   luaL_typename(L, -1));
+            lua_pushfstring(L, "field '%s'", k);
+            return script_type_error(L, -2, lua_tostring(L, -1), lua_typename(L, f->type), NULL);
         }
         lua_pop(L, 1);
     }
@@ -245,8 +285,13 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
         p->type = OUTBOUND_TROJAN, extra = trojan_fields, nextra = N(trojan_fields);
         p->tls = 1;
     } else {
-        return lua_pushfstring(L, "unknown type '%s' (socks5, http, https, shadowsocks, trojan)",
-                               type);
+    {
+        static const char *const types[] = {"socks5", "http", "https", "shadowsocks", "ss", "trojan"};
+        const char *near = script_suggest(type, types, N(types));
+        return lua_pushfstring(L, "unknown type '%s'%s%s%s (socks5, http, https, shadowsocks, "
+                                  "trojan)", type, near ? ": did you mean '" : "",
+                               near ? near : "", near ? "'?" : "");
+    }
     }
     const char *e = check_keys(L, t, extra, nextra, type);
     if (e != NULL)
@@ -298,8 +343,15 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
         if (cipher == NULL || pass == NULL)
             return "needs a cipher and a password";
         if (outbound_ss_setup(p, cipher, pass) != 0)
-            return lua_pushfstring(L, "unknown cipher '%s' (aes-128-gcm, aes-256-gcm, "
-                                      "chacha20-ietf-poly1305)", cipher);
+        {
+            static const char *const ciphers[] = {"aes-128-gcm", "aes-256-gcm",
+                                                  "chacha20-ietf-poly1305"};
+            const char *near = script_suggest(cipher, ciphers, N(ciphers));
+            return lua_pushfstring(L, "unknown cipher '%s'%s%s%s (aes-128-gcm, aes-256-gcm, "
+                                      "chacha20-ietf-poly1305)", cipher,
+                                   near ? ": did you mean '" : "", near ? near : "",
+                                   near ? "'?" : "");
+        }
         snprintf(p->pass, sizeof(p->pass), "%s", pass);
         p->udp = 1; /* Shadowsocks carries UDP unless the bundle says no */
         lua_getfield(L, t, "udp");
@@ -332,10 +384,13 @@ l_proxy(lua_State *L)
         return fail_at(L, "chute.proxy \"%s\": proxies are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_proxy *)0)->name))
         return fail_at(L, "chute.proxy: names are 1..63 bytes");
-    if (name_taken(s, name))
-        return fail_at(L, "chute.proxy \"%s\": the name is taken", name);
+    if (name_taken(L, s, name) != 0)
+        return fail_at(L, "chute.proxy \"%s\": %s", name, lua_tostring(L, -1));
     if (s->nproxies >= MAX_POLICIES)
         return fail_at(L, "chute.proxy: more than %d proxies", MAX_POLICIES);
+    if (s->ngroups > 0 && strcmp(s->late_member, name) == 0)
+        return fail_at(L, "chute.proxy \"%s\": declare proxies before groups (group \"%s\" at "
+                          "%s names it)", name, s->late_group, s->late_where);
     if (s->ngroups > 0)
         return fail_at(L, "chute.proxy \"%s\": declare proxies before groups", name);
     struct outbound_proxy *np = realloc(s->proxies, (s->nproxies + 1) * sizeof(*np));
@@ -347,7 +402,7 @@ l_proxy(lua_State *L)
     const char *e = read_proxy(L, 2, name, p);
     if (e != NULL) {
         tls_ctx_free(p->anchors);
-        return fail_at(L, "chute.proxy \"%s\": %s", name, e);
+        return fail_decl(L, "proxy", name, e);
     }
     declared_at(L, p->where, sizeof(p->where));
     s->nproxies++;
@@ -369,12 +424,23 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
     while (lua_next(L, t)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         const struct field *f = find_field(fields, N(fields), k);
-        if (f == NULL)
-            return lua_pushfstring(L, "unknown field '%s' (fields: type, proxies, url, interval, "
-                                      "timeout, tolerance, selected)", k);
-        if (lua_type(L, -1) != f->type)
-            return lua_pushfstring(L, "field '%s': expected %s, got %s", k,
-                                   lua_typename(L, f->type), luaL_typename(L, -1));
+        if (f == NULL) {
+            static const char *const names[] = {"type", "proxies", "url", "interval",
+                                                "timeout", "tolerance", "selected"};
+            const char *near = script_suggest(k, names, N(names));
+            return lua_pushfstring(L, "unknown field '%s'%s%s%s (fields: type, proxies, url, "
+                                      "interval, timeout, tolerance, selected)", k,
+                                   near ? ": did you mean '" : "", near ? near : "",
+                                   near ? "'?" : "");
+        }
+        if (lua_type(L, -1) != f->type) {
+            /* interval and timeout are seconds, tolerance milliseconds. */
+            const char *unit = strcmp(k, "tolerance") == 0 ? "milliseconds"
+                               : f->type == LUA_TNUMBER     ? "seconds"
+                                                            : NULL;
+            lua_pushfstring(L, "field '%s'", k);
+            return script_type_error(L, -2, lua_tostring(L, -1), lua_typename(L, f->type), unit);
+        }
         lua_pop(L, 1);
     }
     snprintf(g->name, sizeof(g->name), "%s", name);
@@ -384,9 +450,13 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
     for (i = 0; type != NULL && i < N(types); i++)
         if (strcmp(type, types[i]) == 0)
             break;
-    if (type == NULL || i == N(types))
-        return lua_pushfstring(L, "type %s%s%s: expected select, fallback, url-test or load-balance",
-                               type ? "'" : "", type ? type : "missing", type ? "'" : "");
+    if (type == NULL || i == N(types)) {
+        const char *near = type ? script_suggest(type, types, N(types)) : NULL;
+        return lua_pushfstring(L, "type %s%s%s: expected select, fallback, url-test or "
+                                  "load-balance%s%s%s", type ? "'" : "", type ? type : "missing",
+                               type ? "'" : "", near ? " (did you mean '" : "", near ? near : "",
+                               near ? "'?)" : "");
+    }
     g->type = (enum outbound_group_type)i;
     lua_getfield(L, t, "proxies");
     size_t n = lua_rawlen(L, -1);
@@ -401,9 +471,23 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
         lua_rawgeti(L, -1, (lua_Integer)k + 1);
         const char *m = lua_tostring(L, -1);
         int id = m ? script_policy_lookup(s, m) : -1;
-        if (id < 0 || id >= FLOW_POLICY__BUILTIN + (int)s->nproxies)
-            return lua_pushfstring(L, "proxies[%d]: '%s' is not DIRECT, REJECT or a proxy "
-                                      "declared above", (int)k + 1, m ? m : luaL_typename(L, -1));
+        if (id >= FLOW_POLICY__BUILTIN + (int)s->nproxies)
+            return lua_pushfstring(L, "proxies[%d]: '%s' is a group (declared at %s): a group's "
+                                      "members are proxies, DIRECT and REJECT, not other groups",
+                                   (int)k + 1, m,
+                                   s->groups[id - FLOW_POLICY__BUILTIN - (int)s->nproxies].where);
+        if (id < 0 && m == NULL)
+            return lua_pushfstring(L, "proxies[%d]: expected a policy name, got %s", (int)k + 1,
+                                   luaL_typename(L, -1));
+        if (id < 0 && s->late_member[0] == '\0') {
+            /* Said once main.lua has run, when every name is known. */
+            snprintf(s->late_member, sizeof(s->late_member), "%s", m);
+            snprintf(s->late_group, sizeof(s->late_group), "%s", name);
+            declared_at(L, s->late_where, sizeof(s->late_where));
+            s->late_index = (int)k + 1;
+        }
+        if (id < 0)
+            id = FLOW_POLICY_REJECT; /* the load fails at its end */
         g->members[g->nmembers++] = id;
         lua_pop(L, 1);
     }
@@ -454,8 +538,8 @@ l_group(lua_State *L)
         return fail_at(L, "chute.group \"%s\": groups are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_group_cfg *)0)->name))
         return fail_at(L, "chute.group: names are 1..63 bytes");
-    if (name_taken(s, name))
-        return fail_at(L, "chute.group \"%s\": the name is taken", name);
+    if (name_taken(L, s, name) != 0)
+        return fail_at(L, "chute.group \"%s\": %s", name, lua_tostring(L, -1));
     if (s->ngroups >= MAX_POLICIES)
         return fail_at(L, "chute.group: more than %d groups", MAX_POLICIES);
     struct outbound_group_cfg *ng = realloc(s->groups, (s->ngroups + 1) * sizeof(*ng));
@@ -467,7 +551,7 @@ l_group(lua_State *L)
     const char *e = read_group(L, s, 2, name, g);
     if (e != NULL) {
         free(g->members);
-        return fail_at(L, "chute.group \"%s\": %s", name, e);
+        return fail_decl(L, "group", name, e);
     }
     declared_at(L, g->where, sizeof(g->where));
     s->ngroups++;
@@ -537,9 +621,32 @@ script_policy_name(const struct script *s, int policy)
     return flow_policy_name(policy);
 }
 
+/* A group member that named nothing when its group was declared. */
+static int
+late_member(struct script *s, char *err, size_t errlen)
+{
+    int id = script_policy_lookup(s, s->late_member);
+    int n = snprintf(err, errlen, "%s: chute.group \"%s\": proxies[%d]: '%s' ", s->late_where,
+                     s->late_group, s->late_index, s->late_member);
+    size_t off = n < 0 ? 0 : (size_t)n < errlen ? (size_t)n : errlen - 1;
+    if (id >= FLOW_POLICY__BUILTIN + (int)s->nproxies) {
+        snprintf(err + off, errlen - off, "is a group declared later (at %s): a group's members "
+                 "are proxies, DIRECT and REJECT, not other groups",
+                 s->groups[id - FLOW_POLICY__BUILTIN - (int)s->nproxies].where);
+        return -1;
+    }
+    char hint[160];
+    script_policy_hint(s, s->late_member, hint, sizeof(hint));
+    snprintf(err + off, errlen - off, "is not DIRECT, REJECT or a proxy declared above%s%s",
+             hint[0] ? ": " : "", hint);
+    return -1;
+}
+
 int
 script_proxies_finish(struct script *s, char *err, size_t errlen)
 {
+    if (s->late_member[0] != '\0')
+        return late_member(s, err, errlen);
     if (script_check_self_loops(s, s->proxies, s->nproxies, err, errlen) != 0)
         return -1;
     /* The set owns the arrays from here, even when it fails. */

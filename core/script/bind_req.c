@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "script/hint.h"
 #include "script/script_int.h"
 
 enum { OBJ_REQ, OBJ_RESP, OBJ_REQ_HEADERS, OBJ_RESP_HEADERS };
@@ -120,7 +121,7 @@ check_value(lua_State *L, int idx, struct mem_slice name)
     size_t n;
     if (lua_type(L, idx) != LUA_TSTRING && lua_type(L, idx) != LUA_TNUMBER)
         luaL_error(L, "header '%s': expected a string, a list of strings or nil, got %s",
-                   name.ptr, luaL_typename(L, idx));
+                   name.ptr, script_got(L, idx));
     const char *p = lua_tolstring(L, idx, &n);
     if (!script_http_value_ok(p, n))
         luaL_error(L, "header '%s': a control character in the value (no header injection)",
@@ -377,7 +378,7 @@ check_target_part(lua_State *L, const char *field, int path)
 {
     size_t n;
     if (lua_type(L, 3) != LUA_TSTRING)
-        luaL_error(L, "req.%s: expected a string, got %s", field, luaL_typename(L, 3));
+        luaL_error(L, "req.%s: expected a string, got %s", field, script_got(L, 3));
     const char *p = lua_tolstring(L, 3, &n);
     if (path && (n == 0 || (p[0] != '/' && !(n == 1 && p[0] == '*'))))
         luaL_error(L, "req.path: \"%s\" does not start with '/'", p);
@@ -449,7 +450,7 @@ req_newindex(lua_State *L)
     } else if (strcmp(k, "body") == 0) {
         const char *p = lua_type(L, 3) == LUA_TSTRING ? lua_tolstring(L, 3, &n) : NULL;
         if (p == NULL)
-            return luaL_error(L, "req.body: expected a string, got %s", luaL_typename(L, 3));
+            return luaL_error(L, "req.body: expected a string, got %s", script_got(L, 3));
         if (msg->w.body == NULL)
             return luaL_error(L, "req.body cannot be set: register the hook with { body = true } "
                                  "(a body over max_body streams through)");
@@ -506,7 +507,7 @@ resp_newindex(lua_State *L)
     if (strcmp(k, "body") == 0) {
         const char *p = lua_type(L, 3) == LUA_TSTRING ? lua_tolstring(L, 3, &n) : NULL;
         if (p == NULL)
-            return luaL_error(L, "resp.body: expected a string, got %s", luaL_typename(L, 3));
+            return luaL_error(L, "resp.body: expected a string, got %s", script_got(L, 3));
         if (msg->w.body == NULL)
             return luaL_error(L, "resp.body cannot be set: register the hook with "
                                  "{ body = true } (a body over max_body streams through)");

@@ -8,6 +8,7 @@
 #include "log/log.h"
 #include "rules/list.h"
 #include "rules/rules.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 /* chute.rules { {TYPE, VALUE, POLICY [, option...]}, ..., {"FINAL", POLICY} }
@@ -159,8 +160,27 @@ parse_leaf(lua_State *L, struct cond *c, const char *where, const char *type, in
     lua_pop(L, 1);
     int n = rules_rule_parse(t, v, opts, nopts, e, MAX_RANGES, msg, sizeof(msg));
     if (n < 0 && strncmp(msg, "unknown option", 14) == 0) { /* the list's hint is no help */
+        static const char *const names[] = {"no-resolve", "src", "extended-matching"};
         msg[strcspn(msg, "(")] = '\0';
+        char word[64] = "";
+        sscanf(msg, "unknown option '%63[^']'", word);
+        const char *near = script_suggest(word, names, 3);
+        if (near != NULL)
+            luaL_error(L, "%s: %s(no-resolve, src or extended-matching): did you mean %s?", where,
+                       msg, near);
         luaL_error(L, "%s: %s(no-resolve, src or extended-matching)", where, msg);
+    }
+    if (n < 0 && strncmp(msg, "unknown rule type", 17) == 0) {
+        const char *names[64];
+        size_t k = 0;
+        static const char *const own[] = {"FINAL", "MATCH", "RULE-SET", "AND", "OR", "NOT"};
+        for (size_t i = 0; i < 6; i++)
+            names[k++] = own[i];
+        for (size_t i = 0; k < 64 && rules_type_known(i) != NULL; i++)
+            names[k++] = rules_type_known(i);
+        const char *near = script_suggest(type, names, k);
+        if (near != NULL)
+            luaL_error(L, "%s: %s: did you mean %s?", where, msg, near);
     }
     if (n < 0)
         luaL_error(L, "%s: %s", where, msg);
@@ -577,8 +597,8 @@ fuse(struct compiled *p, size_t i)
     }
 }
 
-int
-script_l_rules(lua_State *L)
+static int
+rules_build(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     size_t n = lua_rawlen(L, 1);
@@ -606,11 +626,22 @@ script_l_rules(lua_State *L)
         r->policy = -1;
         char desc[600];
         if (r->c.type != C_FUNC) {
-            lua_rawgeti(L, -1, r->c.type == C_FINAL ? 2 : 3);
-            const char *pol = lua_tostring(L, -1);
-            r->policy = pol ? script_policy_lookup(script_of(L), pol) : -1;
-            if (r->policy < 0)
-                return luaL_error(L, "%s: unknown policy '%s'", where, pol ? pol : "(none)");
+            int final = r->c.type == C_FINAL;
+            int pt = lua_rawgeti(L, -1, final ? 2 : 3);
+            const char *pol = pt == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            if (pt == LUA_TNIL)
+                return luaL_error(L, "chute.rules: rule %d has no policy: %s", (int)i + 1,
+                                  final ? "{\"FINAL\", POLICY}" : "{TYPE, VALUE, POLICY}");
+            if (pol == NULL)
+                return luaL_error(L, "%s: the policy must be a name (a string), got %s", where,
+                                  script_got(L, -1));
+            r->policy = script_policy_lookup(script_of(L), pol);
+            if (r->policy < 0) {
+                char hint[160];
+                script_policy_hint(script_of(L), pol, hint, sizeof(hint));
+                return luaL_error(L, "%s: unknown policy '%s'%s%s", where, pol,
+                                  hint[0] ? ": " : "", hint);
+            }
             lua_pop(L, 1);
             lua_rawgeti(L, -1, 1);
             snprintf(desc, sizeof(desc), "rule %zu %.64s%s%.500s", i + 1, lua_tostring(L, -1),
@@ -634,6 +665,32 @@ script_l_rules(lua_State *L)
                  "first: %s)", sk.n, sk.n == 1 ? "" : "s", sk.first + strlen("chute.rules: "));
     lua_pushcclosure(L, l_route, 1);
     return 1;
+}
+
+/* chute.rules: rules_build, its errors placed at the line of the rule
+ * they name ("chute.rules: rule 3 ...") when the source shows it, else at
+ * the call's. rules_build's own luaL_error calls have no position (their
+ * caller is this C function). */
+int
+script_l_rules(lua_State *L)
+{
+    int n = lua_gettop(L);
+    lua_pushcfunction(L, rules_build);
+    lua_insert(L, 1);
+    if (lua_pcall(L, n, 1, 0) == LUA_OK)
+        return 1;
+    const char *msg = lua_tostring(L, -1);
+    if (msg == NULL || script_has_position(msg))
+        return lua_error(L);
+    char path[32] = "", where[512];
+    unsigned rule = 0;
+    if (sscanf(msg, "chute.rules: rule %u", &rule) == 1 && rule > 0)
+        snprintf(path, sizeof(path), "#%u", rule);
+    script_key_where(L, 1, "rules", NULL, path, where, sizeof(where));
+    lua_pushstring(L, where);
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
 }
 
 void

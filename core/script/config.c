@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "log/log.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 /* Defaults a bundle gets for what it leaves out. */
@@ -411,6 +412,7 @@ script_config_read(struct script *s, char *err, size_t errlen)
         lua_pop(L, 1);
     lua_pop(L, 1);
 
+    script_config_site(s, st);
     lua_getfield(L, st, "config");
     int t = lua_gettop(L);
     int rc = 0;
@@ -421,9 +423,12 @@ script_config_read(struct script *s, char *err, size_t errlen)
         /* Checked here, not in chute.config(): proxies may be declared after it. */
         c->fallback = script_policy_lookup(s, lua_tostring(L, -1));
         if (c->fallback < 0) {
-            lua_getfield(L, st, "config_where");
-            snprintf(err, errlen, "%schute.config: fallback: unknown policy \"%s\"",
-                     lua_isstring(L, -1) ? lua_tostring(L, -1) : "", lua_tostring(L, -2));
+            char where[512];
+            script_config_key_where(s, "fallback", where, sizeof(where));
+            char hint[160];
+            script_policy_hint(s, lua_tostring(L, -1), hint, sizeof(hint));
+            snprintf(err, errlen, "%schute.config: fallback: unknown policy \"%s\"%s%s", where,
+                     lua_tostring(L, -1), hint[0] ? ": " : "", hint);
             lua_settop(L, st - 1);
             return -1;
         }

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "log/log.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 /* Does |msg| start with a "chunk:line:" position? error("x", 0) and error
@@ -62,7 +63,7 @@ read_options(lua_State *L, int idx, struct flow *f, char *why, size_t len)
         }
         if (!lua_isboolean(L, -1)) {
             snprintf(why, len, "route() option mitm: expected a boolean, got %s",
-                     luaL_typename(L, -1));
+                     script_got(L, -1));
             lua_pop(L, 2);
             return -1;
         }
@@ -126,11 +127,14 @@ route_protected(lua_State *L)
         int p = name && strlen(name) == lua_rawlen(L, -1) ? script_policy_lookup(s, name) : -1;
         if (p < 0) {
             route_where(s, where, sizeof(where));
+            char hint[160];
             if (name != NULL)
-                LOG_WARN("flow %llu: %s: route() returned unknown policy '%s%s'; using %s",
+                script_policy_hint(s, name, hint, sizeof(hint));
+            if (name != NULL)
+                LOG_WARN("flow %llu: %s: route() returned unknown policy '%s%s'%s%s%s; using %s",
                          (unsigned long long)f->id, where, name,
-                         strlen(name) != lua_rawlen(L, -1) ? "\\0..." : "",
-                         script_policy_name(s, s->cfg.fallback));
+                         strlen(name) != lua_rawlen(L, -1) ? "\\0..." : "", hint[0] ? " (" : "",
+                         hint, hint[0] ? ")" : "", script_policy_name(s, s->cfg.fallback));
             else
                 LOG_WARN("flow %llu: %s: route() returned a %s, not a policy name; using %s",
                          (unsigned long long)f->id, where, luaL_typename(L, -1),

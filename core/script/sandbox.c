@@ -8,6 +8,7 @@
 #include <lualib.h>
 
 #include "log/log.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 /* The bundle's environment is built from an allow-list (Redis
@@ -332,10 +333,12 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
     lua_newtable(L);
     copy_fields(L, os, os_allow);
     lua_remove(L, os);
+    script_removed_guard(L, "os");
     lua_setfield(L, -2, "os");
     lua_newtable(L);
     lua_pushcfunction(L, l_io_open);
     lua_setfield(L, -2, "open");
+    script_removed_guard(L, "io");
     lua_setfield(L, -2, "io");
     lua_pushcfunction(L, l_print);
     lua_setfield(L, -2, "print");
@@ -353,6 +356,10 @@ script_sandbox_open(struct script *s, char *err, size_t errlen)
     lua_setfield(L, -2, "require");
     lua_pushvalue(L, -1);
     lua_setfield(L, -2, "_G");
+    /* Not hidden yet: state.c's lock_globals replaces it after main.lua. */
+    lua_newtable(L);
+    script_removed_index(L, NULL);
+    lua_setmetatable(L, -2);
     s->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_pop(L, 1);
     (void)err;

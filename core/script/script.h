@@ -172,6 +172,15 @@ struct dns_hook_result;
 void script_on_dns(struct script *s, const char *name, uint16_t qtype, struct dns_hook_result *out);
 int script_has_on_dns(const struct script *s);
 
+/* What `run` refuses about the bundle's listeners, for `check` too: two
+ * on one address and port (or overlapping: a wildcard, dual-stack [::]),
+ * and, when |need_one|, none that takes traffic (a listen = {...}, a TUN
+ * or dns.listen). 0, or -1 with the message naming file:line in |err|. */
+int script_listeners_check(struct script *s, int need_one, char *err, size_t errlen);
+/* Loads nothing: warns (log) about what a bundle that loaded leaves to
+ * defaults a user may not expect, such as no route(). */
+void script_warn_defaults(const struct script *s);
+
 /* The policy id of |name|: DIRECT, REJECT, or a proxy or group the bundle
  * declared (|s| may be NULL: the built-ins only); -1 if unknown. */
 int script_policy_lookup(const struct script *s, const char *name);

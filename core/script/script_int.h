@@ -82,6 +82,10 @@ struct script {
     struct outbound_group_cfg *groups;
     size_t ngroups;
     struct outbound_set *set;
+    /* The first group member that named nothing declared yet, told once
+     * main.lua has run (it may be a group declared later). */
+    char late_member[64], late_group[64], late_where[96];
+    int late_index;
     /* chute.on_request / on_response, in registration order (bind_http.c),
      * and the set the MITM gets (hooks.c). */
     struct script_hook *req_hooks, *resp_hooks;
@@ -94,6 +98,10 @@ struct script {
     uint64_t msg_serial;  /* its number: objects of older messages are dead */
     struct mitm_rewrites *rewrites; /* chute.module's rules, NULL until one loads */
     char protect_err[1024]; /* why the last script_protected call failed */
+    const char *main_src;   /* chute_engine_load_string's main.lua while it loads, or NULL */
+    char cfg_source[4200];  /* chute.config's call: chunk source ("@dir/main.lua"), */
+    char cfg_short[128];    /* its shown name and its line (0: no chute.config) */
+    int cfg_line;
     unsigned nfiles;        /* io.open handles not closed yet */
     int file_errno;         /* why the last script_bundle_open failed (ENOENT: missing) */
 };

@@ -8,6 +8,7 @@
 
 #include "log/log.h"
 #include "mitm/rewrite.h"
+#include "script/hint.h"
 #include "script/script_int.h"
 
 #define DEFAULT_LUA_MEMORY (64u << 20)
@@ -99,6 +100,10 @@ static const luaL_Reg core_funcs[] = {
     {"respond", script_l_respond},
     {"redirect", script_l_redirect},
     {"reject", script_l_reject},
+    {"suggest", script_l_suggest},
+    {"type_error", script_l_type_error},
+    {"key_where", script_l_key_where},
+    {"call_site", script_l_call_site},
     {NULL, NULL},
 };
 
@@ -154,6 +159,7 @@ lock_globals(struct script *s)
     lua_newtable(L);
     lua_pushcfunction(L, l_global_newindex);
     lua_setfield(L, -2, "__newindex");
+    script_removed_index(L, NULL);
     /* Hidden, or getmetatable(_G).__newindex = nil would undo the lock. */
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
@@ -262,7 +268,10 @@ script_load(const char *dir, const char *main_src, char *err, size_t errlen)
     script_protect_init(s->L);
     lua_gc(s->L, LUA_GCGEN, 0, 0);
     struct load ld = {s, main_src, err, errlen, 0};
-    if (script_protected(s, load_protected, &ld) != LUA_OK) {
+    s->main_src = main_src; /* for the lines of keys in load errors (srcpos.c) */
+    int prc = script_protected(s, load_protected, &ld);
+    s->main_src = NULL;
+    if (prc != LUA_OK) {
         snprintf(err, errlen, "%s", s->protect_err);
         goto fail;
     }

@@ -134,8 +134,11 @@ CHUTE_API void chute_engine_stats(chute_engine *e, struct chute_stats *out);
 /* Frees an engine that is not running (run has returned or never started). */
 CHUTE_API void chute_engine_free(chute_engine *e);
 
-/* Loads |path| without opening sockets, as `chute check` does. Returns 0 or
- * CHUTE_ERR_INVALID with the message in |err|. */
+/* Loads |path| without opening sockets and refuses what chute_engine_run
+ * would: two listeners on one port (a bundle without listeners passes: a
+ * host may feed the packets; `chute check` refuses it as `chute run` does).
+ * Warnings (no route()) go to the log. Returns 0 or CHUTE_ERR_INVALID with
+ * the message in |err|. */
 CHUTE_API int chute_bundle_check(const char *path, char *err, size_t errlen);
 
 #ifdef __cplusplus

@@ -42,15 +42,15 @@ top_keys="budget fallback listen log_level lua_memory_mb timeouts"
 chute check config-unknown-key
 known_list "unknown key" $top_keys
 expect "unknown key names main.lua:4 and the key" 1 "" \
-    "chute: config-unknown-key/main.lua:4: chute.config: unknown key 'lsten' (known: LIST)"
+    "chute: config-unknown-key/main.lua:4: chute.config: unknown key 'lsten': did you mean 'listen'? (known: LIST)"
 chute check config-nested-key
 known_list "nested unknown key" connect idle
-expect "nested unknown key names its path" 1 "" \
-    "chute: config-nested-key/main.lua:4: chute.config: unknown key 'timeouts.conect' (known: LIST)"
+expect "nested unknown key names its path and the key's own line" 1 "" \
+    "chute: config-nested-key/main.lua:6: chute.config: unknown key 'timeouts.conect': did you mean 'connect'? (known: LIST)"
 check_error "wrong type names the key and both types" config-type \
-    "config-type/main.lua:3: chute.config: budget: expected integer, got string"
-check_error "listener address without a port" config-listen \
-    "config-listen/main.lua:3: chute.config: listen.socks.address: '127.0.0.1' is not IP:PORT (\"127.0.0.1:1080\", \"[::1]:1080\")"
+    "config-type/main.lua:3: chute.config: budget: expected integer, got string \"x\""
+check_error "listener address without a port: the line of its key" config-listen \
+    "config-listen/main.lua:4: chute.config: listen.socks.address: '127.0.0.1' is not IP:PORT (\"127.0.0.1:1080\", \"[::1]:1080\")"
 check_error "unknown fallback policy" config-fallback \
     "config-fallback/main.lua:3: chute.config: fallback: unknown policy \"NOPE\""
 check_error "bad log level" config-log-level \
@@ -58,7 +58,7 @@ check_error "bad log level" config-log-level \
 check_error "chute.config twice: the second call's line" config-twice \
     "config-twice/main.lua:4: chute.config: called twice"
 check_error "unknown hook names the line of its definition" hook-unknown \
-    "hook-unknown/main.lua:4: chute.rout: unknown hook (hooks: on_dns, route)"
+    "hook-unknown/main.lua:4: chute.rout: unknown hook: did you mean chute.route? (hooks: on_dns, route)"
 check_error "a hook that is not a function" hook-not-function \
     "hook-not-function/main.lua:3: chute.route: expected a function, got string"
 check_error "syntax error names file:line" syntax-error \
@@ -91,7 +91,7 @@ expect "every known key with a good value loads" 0 "ok: config-ok" ""
 chute route config-unknown-key example.com
 known_list "route: unknown key" $top_keys
 expect "route refuses a bundle that does not load" 1 "" \
-    "chute: config-unknown-key/main.lua:4: chute.config: unknown key 'lsten' (known: LIST)"
+    "chute: config-unknown-key/main.lua:4: chute.config: unknown key 'lsten': did you mean 'listen'? (known: LIST)"
 
 chute route no-route example.com
 expect "no route(): the fallback policy" 0 "REJECT${T}fallback: no route()" ""

@@ -32,11 +32,11 @@ info  script: tostring: flow 1 tcp -> [2001:db8::2]:443"
 
 fields="fields: network, src_ip, src_port, dst_ip, dst_port, host, inbound, id, process_name, process_path, uid"
 chute route route-misuse field.test
-expect "an unknown field is an error naming it and the fields" 0 "DIRECT${T}fallback: error" \
+expect_fallback "an unknown field is an error naming it and the fields" "fallback: error" \
     "warn  flow 1: route() failed: route-misuse/main.lua:7: flow has no field 'dst_host' ($fields); using DIRECT"
 
 chute route route-misuse write.test
-expect "flow fields are read-only" 0 "DIRECT${T}fallback: error" \
+expect_fallback "flow fields are read-only" "fallback: error" \
     "warn  flow 1: route() failed: route-misuse/main.lua:9: flow fields are read-only; using DIRECT"
 
 chute route route-misuse protected.test
@@ -57,19 +57,19 @@ expect "\"REJECT\"" 0 "REJECT${T}route" ""
 chute route route-returns nothing.test
 expect "nil: the fallback, without a warning" 0 "DIRECT${T}fallback: route() returned nil" ""
 chute route route-returns nope.test
-expect "an unknown name: fallback, warning at route()'s definition" 0 "DIRECT${T}fallback: unknown policy" \
+expect_fallback "an unknown name: fallback, warning at route()'s definition" "fallback: unknown policy" \
     "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'NOPE'; using DIRECT"
 chute route route-returns lower.test
-expect "policy names are case-sensitive" 0 "DIRECT${T}fallback: unknown policy" \
-    "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'direct'; using DIRECT"
+expect_fallback "policy names are case-sensitive" "fallback: unknown policy" \
+    "warn  flow 1: route-returns/main.lua:12: route() returned unknown policy 'direct' (policy names are case-sensitive: did you mean DIRECT?); using DIRECT"
 chute route route-returns table.test
-expect "a table is not a policy" 0 "DIRECT${T}fallback: unknown policy" \
+expect_fallback "a table is not a policy" "fallback: unknown policy" \
     "warn  flow 1: route-returns/main.lua:12: route() returned a table, not a policy name; using DIRECT"
 chute route route-returns error.test
-expect "an error: fallback, warning with the error's file:line" 0 "DIRECT${T}fallback: error" \
+expect_fallback "an error: fallback, warning with the error's file:line" "fallback: error" \
     "warn  flow 1: route() failed: route-returns/main.lua:15: no route for error.test; using DIRECT"
 chute route route-returns error-table.test
-expect "an error with a table value" 0 "DIRECT${T}fallback: error" \
+expect_fallback "an error with a table value" "fallback: error" \
     "warn  flow 1: route() failed: route-returns/main.lua:12: (error object is a table value); using DIRECT"
 
 exit $failed

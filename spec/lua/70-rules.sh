@@ -32,7 +32,7 @@ decides other.test "DIRECT${T}route rule 14 FINAL"
 
 chute check rules-decl-bad
 expect "an unknown policy names the rule" 1 "" \
-    "chute: rules-decl-bad/main.lua:2: chute.rules: rule 2: unknown policy 'NOPE'"
+    "chute: rules-decl-bad/main.lua:4: chute.rules: rule 2: unknown policy 'NOPE'"
 
 # A profile as Surge and mihomo users write it (bundles/rules-real): the
 # list parser reads each rule, types chute cannot evaluate never match (one
@@ -63,10 +63,10 @@ real localhost "REJECT${T}route rule 9 LAN:5${T}resolved localhost: 127.0.0.1" -
 # (under the Sanitize build, LeakSanitizer reports it otherwise).
 chute check rules-bad-cidr
 expect "a bad CIDR names the rule, and leaks nothing" 1 "" \
-    "chute: rules-bad-cidr/main.lua:2: chute.rules: rule 2: bad CIDR '10.0.0.0/33'"
+    "chute: rules-bad-cidr/main.lua:4: chute.rules: rule 2: bad CIDR '10.0.0.0/33'"
 
 chute check rules-misspelt
 expect "a misspelt option is an error, as in a list" 1 "" \
-    "chute: rules-misspelt/main.lua:2: chute.rules: rule 1: unknown option 'no-reslove' (no-resolve, src or extended-matching)"
+    "chute: rules-misspelt/main.lua:3: chute.rules: rule 1: unknown option 'no-reslove' (no-resolve, src or extended-matching): did you mean no-resolve?"
 
 exit $failed

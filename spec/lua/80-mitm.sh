@@ -30,8 +30,8 @@ expect "route() with { mitm = false } still decides" 0 "DIRECT${T}route" \
     "warn  mitm: certificate checks are off for self-signed.example.com (mitm.skip_verify_hosts): anyone on the path to those origins can read and change their traffic"
 
 chute route mitm-route-option example.com
-expect "an unknown route() option: logged with route()'s line, the fallback decides" 0 \
-    "DIRECT${T}fallback: bad options" \
+expect_fallback "an unknown route() option: logged with route()'s line, the fallback decides" \
+    "fallback: bad options" \
     "warn  flow 1: mitm-route-option/main.lua:4: route() returned an unknown option 'mitn' (options: mitm); using DIRECT"
 
 exit $failed

@@ -34,7 +34,7 @@ checks() { # WHAT BUNDLE RC STDOUT LOG
 
 mkdir -p "$tmp/example/modules"
 cp "$CHUTE_TOP/examples/mitm/modules/example.sgmodule" "$tmp/example/modules/"
-echo 'require("chute").module "modules/example.sgmodule"' >"$tmp/example/main.lua"
+printf '%s\n' 'local chute = require "chute"' 'chute.module "modules/example.sgmodule"' 'chute.config { listen = { socks = "127.0.0.1:0" } }' 'chute.route = function() return "DIRECT" end' >"$tmp/example/main.lua"
 checks "examples/mitm/modules/example.sgmodule loads without a warning" example 0 "ok: example" ""
 
 mkbundle missing 'require("chute").module "modules/none.sgmodule"'

@@ -91,10 +91,10 @@ bad group-undeclared "'nope' is not DIRECT, REJECT or a proxy declared above" <<
 chute.proxy "p" { $SS }
 chute.group "g" { type = "fallback", proxies = { "p", "nope" } } -- here
 LUA
-bad group-declared-below "'late'" <<LUA
+bad group-declared-below "chute.proxy \"late\": declare proxies before groups \(group \"g\" at [^ ]*main.lua:[0-9]+ names it\)" <<LUA
 chute.proxy "p" { $SS }
-chute.group "g" { type = "fallback", proxies = { "p", "late" } } -- here
-chute.proxy "late" { $SS }
+chute.group "g" { type = "fallback", proxies = { "p", "late" } }
+chute.proxy "late" { $SS } -- here
 LUA
 bad group-of-group "'g1'" <<LUA
 chute.proxy "p" { $SS }

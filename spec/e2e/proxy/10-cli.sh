@@ -36,11 +36,11 @@ function chute.route(flow)
   return "DIRECT"
 end
 LUA
-CFG_LINE=$(line_of 'chute.config {')
+CFG_LINE=$(line_of 'frobnicate = true')
 cli check check "$BUNDLE"
 assert_eq 1 "$RC" "chute check exits 1"
 assert_match "main\.lua:$CFG_LINE:.*frobnicate" "$(cat "$E2E_TMP/check.err")" \
-    "the error names main.lua:$CFG_LINE and the unknown key"
+    "the error names the unknown key and its own line, main.lua:$CFG_LINE"
 
 say "missing paths"
 cli check check "$E2E_TMP/no-such-bundle"

@@ -35,3 +35,12 @@ expect() {
         failed=1
     fi
 }
+
+# expect_fallback WHAT RULE LOG [POLICY]: the last `chute route` answered
+# POLICY (default DIRECT) as the fallback after route() failed (RULE:
+# "fallback: error", ...): it exits 3 and says so on stderr after LOG.
+expect_fallback() {
+    local p=${4:-DIRECT}
+    expect "$1" 3 "$p${T}$2" "$3
+chute route: route() failed ($2), so $p is only the fallback policy"
+}

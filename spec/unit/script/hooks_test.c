@@ -689,7 +689,7 @@ test_config(void **state)
     char err[1024] = "";
     assert_null(script_load(NULL, PRELUDE "chute.config { mitm = { hsts = {} } }\n", err,
                             sizeof(err)));
-    assert_non_null(strstr(err, "main.lua:2: chute.config: unknown key 'mitm.hsts' (known: "));
+    assert_non_null(strstr(err, "main.lua:2: chute.config: unknown key 'mitm.hsts': did you mean 'hosts'? (known: "));
 }
 
 static void

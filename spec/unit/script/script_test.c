@@ -199,18 +199,19 @@ static void
 test_config_errors(void **state)
 {
     char err[1024] = "";
-    static const char unknown[] = "main.lua:2: chute.config: unknown key 'lsten' (known: ";
+    static const char unknown[] =
+        "main.lua:2: chute.config: unknown key 'lsten': did you mean 'listen'? (known: ";
 
     assert_null(script_load(NULL, "local chute = require 'chute'\nchute.config { lsten = {} }\n",
                             err, sizeof(err)));
     assert_int_equal(strncmp(err, unknown, strlen(unknown)), 0);
 
     load_fails("local chute = require 'chute'\nchute.config { budget = 'x' }\n",
-               "main.lua:2: chute.config: budget: expected integer, got string");
+               "main.lua:2: chute.config: budget: expected integer, got string \"x\"");
     load_fails("local chute = require 'chute'\nchute.config { budget = 999 }\n",
                "main.lua:2: chute.config: budget: must be 1000..1000000000 instructions");
     load_fails("local chute = require 'chute'\nchute.config { budget = 1500.5 }\n",
-               "main.lua:2: chute.config: budget: expected integer, got float");
+               "main.lua:2: chute.config: budget: expected integer, got float 1500.5");
     load_fails("local chute = require 'chute'\nchute.config { lua_memory_mb = 0 }\n",
                "main.lua:2: chute.config: lua_memory_mb: must be 1..65536");
     load_fails("local chute = require 'chute'\nchute.config { timeouts = { connect = 0 } }\n",
@@ -221,7 +222,7 @@ test_config_errors(void **state)
     load_fails("local chute = require 'chute'\n"
                "chute.config { listen = { socks = {\n"
                "  address = '127.0.0.1:1', users = { 'x' } } } }\n",
-               "main.lua:2: chute.config: listen.socks.users: "
+               "main.lua:3: chute.config: listen.socks.users: " /* the key's line */
                "expected { name = \"password\" } strings");
     load_fails("local chute = require 'chute'\nchute.config { fallback = 'NOPE' }\n",
                "main.lua:2: chute.config: fallback: unknown policy \"NOPE\"");
@@ -230,7 +231,7 @@ test_config_errors(void **state)
     load_fails("local chute = require 'chute'\nchute.config {}\nchute.config {}\n",
                "main.lua:3: chute.config: called twice");
     load_fails("local chute = require 'chute'\nfunction chute.rout() end\n",
-               "main.lua:2: chute.rout: unknown hook (hooks: on_dns, route)");
+               "main.lua:2: chute.rout: unknown hook: did you mean chute.route? (hooks: on_dns, route)");
     load_fails("local chute = require 'chute'\nchute.route = 1\n",
                "main.lua:2: chute.route: expected a function, got number");
     load_fails("local chute = require 'chute'\n\nlocal x = = 1\n",

@@ -1,7 +1,7 @@
 -- Every mitm key, a CA in the bundle (its key found beside it), and hooks.
 local chute = require "chute"
 
-chute.config { mitm = {
+chute.config { listen = { socks = "127.0.0.1:0" }, mitm = {
   hosts = { "*.example.com", "api.example.net:8443", "-pinned.example.com" },
   ca = "certs/ca.pem",
   skip_verify_hosts = { "self-signed.example.com" },

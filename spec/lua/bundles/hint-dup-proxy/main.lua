@@ -1,0 +1,4 @@
+local chute = require "chute"
+chute.proxy "hk" { type = "socks5", server = "192.0.2.1", port = 1080 }
+chute.group "auto" { type = "select", proxies = { "hk" } }
+chute.group "auto" { type = "select", proxies = { "DIRECT" } }

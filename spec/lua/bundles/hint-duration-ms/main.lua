@@ -1,0 +1,2 @@
+local chute = require "chute"
+chute.config { timeouts = { udp = "1500ms" } }

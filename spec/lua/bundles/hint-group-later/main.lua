@@ -1,0 +1,4 @@
+local chute = require "chute"
+chute.proxy "hk" { type = "socks5", server = "192.0.2.1", port = 1080 }
+chute.group "outer" { type = "select", proxies = { "hk", "inner" } }
+chute.group "inner" { type = "select", proxies = { "hk", "DIRECT" } }

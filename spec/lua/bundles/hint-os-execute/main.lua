@@ -1,0 +1,2 @@
+local chute = require "chute"
+os.execute("curl http://192.0.2.1/")

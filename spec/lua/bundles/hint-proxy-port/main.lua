@@ -1,0 +1,2 @@
+local chute = require "chute"
+chute.proxy "hk" { type = "socks5", server = "192.0.2.1", port = "1080" }
