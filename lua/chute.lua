@@ -109,8 +109,13 @@ local schema = {
       return string.format("%q is not one of error, warn, info, debug", v)
     end
   end },
+  log_format = { type = "string", check = function(v)
+    if v ~= "text" and v ~= "json" then return string.format("%q is not text or json", v) end
+  end },
+  log_file = { type = "string", check = nonempty },
   fallback = { type = "string" }, -- a policy name; checked once proxies are all declared
   listen = { fields = { socks = { fields = listener }, http = { fields = listener },
+                        mixed = { fields = listener },
                         reverse = { type = "table", check = reverse_list } } },
   timeouts = { fields = {
     connect = { type = "number", check = function(v) if v <= 0 then return "must be > 0" end end },

@@ -26,6 +26,9 @@ struct inbound_opts {
     const struct inbound_users *users;
     /* FLOW_IN_REVERSE: the origin every connection goes to (copied). */
     const struct flow_addr *target;
+    /* With FLOW_IN_SOCKS: the mixed port, SOCKS5 and HTTP on one listener,
+     * told apart by each client's first byte (mixed.c); |users| for both. */
+    int mixed;
 };
 
 /* Shared head of every accepted connection: the listener keeps them in a
@@ -70,6 +73,7 @@ void inbound_flow_init(struct flow *f, enum flow_inbound kind, int fd,
 void inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_reverse_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+void inbound_mixed_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 /* FLOW_IN_REVERSE: the listener's origin. */
 const struct flow_addr *inbound_target(const struct inbound_listener *l);
 
