@@ -3,7 +3,8 @@
 # on one port, told apart by the first byte, with the same auth table for
 # both. SOCKS4, a TLS handshake and a control byte are refused with a line
 # naming what came, and the next client is served. A mixed port on the
-# socks port is refused at load with both addresses named.
+# socks port is refused at load with both addresses named. The shipped
+# examples/default, on this test's ports, serves both over its mixed port.
 . "$(dirname "$0")/../lib.sh"
 
 e2e_init
@@ -118,4 +119,22 @@ check "chute check names both listeners"
 if out=$("$CHUTE" check "$E2E_TMP/clash" 2>&1); then fail "check passed: $out"; fi
 assert_match "main\.lua:2: chute\.config: listen\.mixed \(127\.0\.0\.1:$MIXED_PORT\) and listen\.socks \(127\.0\.0\.1:$MIXED_PORT\) share a port" "$out" \
     "the error"
+
+say "examples/default (its ports moved to this test's) serves both over its mixed port"
+chute_alive
+chute_stop_within 5
+read -r EX_PORT EX_SOCKS <<<"$(e2e_ports 2)"
+mkdir -p "$E2E_TMP/example"
+sed -e "s/127\.0\.0\.1:1080/127.0.0.1:$EX_SOCKS/; s/127\.0\.0\.1:8080/127.0.0.1:$HTTP_PORT/" \
+    -e "s/127\.0\.0\.1:7890/127.0.0.1:$EX_PORT/" "$CHUTE_TOP/examples/default/main.lua" \
+    >"$E2E_TMP/example/main.lua"
+grep -q "mixed = \"127.0.0.1:$EX_PORT\"" "$E2E_TMP/example/main.lua" || fail "the example has no mixed port to move"
+CHUTE_LOG=$E2E_TMP/example.log
+"$CHUTE" run "$E2E_TMP/example" 2>"$CHUTE_LOG" &
+CHUTE_PID=$!
+wait_port 127.0.0.1 "$EX_PORT" 10 || { chute_alive; fail "the example's mixed port does not accept"; }
+got=$(fetch_sha --socks5-hostname "127.0.0.1:$EX_PORT" "$O/small")
+assert_eq "$SHA_SMALL" "$got" "the example's mixed port over SOCKS5"
+got=$(fetch_sha -x "http://127.0.0.1:$EX_PORT" "$O/small")
+assert_eq "$SHA_SMALL" "$got" "the example's mixed port over HTTP"
 e2e_pass
