@@ -74,6 +74,10 @@ void inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sock
 void inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_reverse_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_mixed_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+/* inbound_socks5_accept with |secs| left of the handshake deadline (the
+ * mixed port spent the rest waiting for the first byte). */
+void inbound_socks5_accept_within(struct inbound_listener *l, int fd,
+                                  const struct sockaddr_storage *peer, double secs);
 /* FLOW_IN_REVERSE: the listener's origin. */
 const struct flow_addr *inbound_target(const struct inbound_listener *l);
 

@@ -13,13 +13,16 @@
  * a token character (what an HTTP method starts with) is HTTP. SOCKS4
  * (0x04) gets its "rejected" reply and a line saying why; anything else
  * (0x16, a TLS ClientHello: an HTTPS proxy setting) is closed with a line.
- * The wait for the first byte has the SOCKS5 handshake's deadline. */
+ * The wait for the first byte counts in the SOCKS5 handshake's deadline
+ * (timeouts.connect, from accept); an HTTP head has its own limits from
+ * its first byte, as on the HTTP listener. */
 
 struct conn {
     struct inbound_conn base;
     int fd;
     ev_io io;
     ev_timer timer;
+    ev_tstamp accepted;
     struct sockaddr_storage peer;
 };
 
@@ -57,6 +60,10 @@ refuse(struct conn *c, unsigned char b)
 {
     char peer[64];
     flow_sockaddr_format(&c->peer, peer, sizeof(peer));
+    /* What the client sent is read first: closing over unread bytes would
+     * reset the connection and could lose the reply. */
+    char junk[512];
+    (void)!recv(c->fd, junk, sizeof(junk), MSG_DONTWAIT);
     if (b == 0x04) {
         /* SOCKS4 reply: version 0, 0x5b "request rejected or failed". */
         static const unsigned char rejected[8] = {0x00, 0x5b};
@@ -91,9 +98,10 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
     struct inbound_listener *l = c->base._l;
     int fd = c->fd;
     struct sockaddr_storage peer = c->peer;
+    double left = inbound_env(l)->opts->connect_timeout - (ev_now(loop) - c->accepted);
     conn_free(c, 0);
     if (b == 0x05)
-        inbound_socks5_accept(l, fd, &peer);
+        inbound_socks5_accept_within(l, fd, &peer, left);
     else
         inbound_http_accept(l, fd, &peer);
 }
@@ -115,6 +123,7 @@ inbound_mixed_accept(struct inbound_listener *l, int fd, const struct sockaddr_s
     }
     c->fd = fd;
     c->peer = *peer;
+    c->accepted = ev_now(e->loop);
     c->base._close = close_conn;
     inbound_conn_link(l, &c->base);
     ev_io_init(&c->io, on_read, fd, EV_READ);

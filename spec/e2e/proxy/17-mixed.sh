@@ -103,6 +103,17 @@ s.settimeout(6)
 got, end = until_close(s)
 if end == "open" or got:
     fail(f"a silent client: {end}, {got.hex()}")
+check("a SOCKS5 client that waits 1.2 s before its first byte, then stalls, is closed 2 s after it connected")
+import time
+t0 = time.time()
+s = conn()
+s.settimeout(6)
+time.sleep(1.2)
+s.sendall(b"\x05")
+got, end = until_close(s)
+took = time.time() - t0
+if end == "open" or not 1.8 <= took < 2.9:
+    fail(f"closed after {took:.2f} s ({end}), want 2 s: the wait for the first byte counts")
 PY
 assert_log "mixed: 127\.0\.0\.1:[0-9]+ speaks SOCKS4 \(first byte 0x04\): refused" "the SOCKS4 refusal is logged"
 assert_log "mixed: 127\.0\.0\.1:[0-9]+ sent first byte 0x16 \(a TLS handshake" "the TLS refusal is logged"
