@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "log/log_int.h"
 
@@ -146,6 +147,43 @@ test_long_line_stays_whole(void **state)
     assert_true(strlen(msg) == sizeof(msg) - 1);
 }
 
+/* Random bytes as a client's string, in a message and a field: jansson
+ * parses every line, and the message's value is the input with each byte
+ * that is not valid UTF-8 replaced, never cut short or run on. */
+static void
+test_random_bytes_parse(void **state)
+{
+    uint32_t x = 2463534242u;
+    for (int round = 0; round < 3000; round++) {
+        char in[64];
+        size_t n = 1 + round % (sizeof(in) - 1);
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            /* Mostly the interesting bytes: controls, quotes, high bytes. */
+            static const char pick[] = "\x00\x01\n\r\t\"\\\x7f\x80\xbf\xc2\xe2\x82\xac\xf0\x9f\xed\xa0" "a =";
+            in[i] = (x & 1) ? pick[(x >> 1) % (sizeof(pick) - 1)] : (char)(x >> 8);
+            if (in[i] == '\0')
+                in[i] = '\x01';
+        }
+        in[n] = '\0';
+        fmt_line(NULL, 0, 0, "flow %llu: connect %s: a=%s", 1ull, in, in);
+        json_error_t e;
+        json_t *j = json_loads(line, 0, &e);
+        if (j == NULL)
+            fail_msg("round %d: %s: %s", round, e.text, line);
+        const char *m = json_string_value(json_object_get(j, "msg"));
+        assert_non_null(m);
+        assert_string_equal(json_string_value(json_object_get(j, "event")), "flow");
+        assert_int_equal(json_integer_value(json_object_get(j, "flow")), 1);
+        assert_non_null(json_string_value(json_object_get(j, "a")));
+        /* The message starts as written and keeps every valid byte. */
+        assert_memory_equal(m, "flow 1: connect ", 16);
+        assert_true(strlen(m) >= 16 + 2 * 1 + 4);
+        assert_non_null(strstr(m, ": a="));
+        json_decref(j);
+    }
+}
+
 int
 main(void)
 {
@@ -153,7 +191,7 @@ main(void)
         cmocka_unit_test(test_message_is_printf), cmocka_unit_test(test_head_and_event),
         cmocka_unit_test(test_fields_from_format), cmocka_unit_test(test_no_forged_fields),
         cmocka_unit_test(test_escapes),          cmocka_unit_test(test_extra_and_kv),
-        cmocka_unit_test(test_long_line_stays_whole),
+        cmocka_unit_test(test_long_line_stays_whole), cmocka_unit_test(test_random_bytes_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
