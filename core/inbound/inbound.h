@@ -44,6 +44,8 @@ struct inbound_conn {
 /* Accepted flows go through |env| (kept: it must outlive the listener). */
 struct inbound_listener *inbound_listen(const struct flow_env *env, enum flow_inbound kind,
                                         const struct inbound_opts *o, char *err, size_t errlen);
+/* The TCP port |l| listens on; 0 for NULL. */
+int inbound_port(const struct inbound_listener *l);
 /* Stops accepting and closes every connection of the listener. */
 void inbound_close(struct inbound_listener *l);
 

@@ -142,6 +142,17 @@ inbound_flow_init(struct flow *f, enum flow_inbound kind, int fd,
     getsockname(fd, (struct sockaddr *)&f->local, &llen);
 }
 
+int
+inbound_port(const struct inbound_listener *l)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (l == NULL || getsockname(l->fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
 const struct flow_addr *
 inbound_target(const struct inbound_listener *l)
 {

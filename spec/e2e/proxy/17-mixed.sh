@@ -10,11 +10,13 @@
 e2e_init
 origin_start
 MIXED_PORT=$SOCKS_PORT
+read -r CTL_PORT <<<"$(e2e_ports 1)"
 cat >"$BUNDLE/main.lua" <<LUA
 local chute = require "chute"
 chute.config {
   listen = { mixed = { address = "127.0.0.1:$MIXED_PORT", users = { alice = "s3cret" } } },
   timeouts = { connect = 2 },
+  control = { listen = "127.0.0.1:$CTL_PORT" },
 }
 function chute.route(flow)
   return "DIRECT"
@@ -26,6 +28,10 @@ CHUTE_PID=$!
 wait_port 127.0.0.1 "$MIXED_PORT" 10 || { chute_alive; fail "the mixed listener does not accept"; }
 assert_log "listening: mixed \(socks5\+http\) on 127\.0\.0\.1:$MIXED_PORT \(auth\)" "the listener says what it serves"
 
+check "GET /configs tells a Clash dashboard the mixed-port"
+cfg=$(curl -s --max-time 5 "http://127.0.0.1:$CTL_PORT/configs")
+assert_eq "$MIXED_PORT 0 0" "$(python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["mixed-port"], j["socks-port"], j["port"])' <<<"$cfg")" \
+    "mixed-port, socks-port, port in $cfg"
 O="http://127.0.0.1:$ORIGIN_PORT"
 P=alice:s3cret@127.0.0.1:$MIXED_PORT
 
