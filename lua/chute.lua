@@ -119,8 +119,13 @@ local schema = {
         did_you_mean(v, { "error", "warn", "info", "debug" }, true))
     end
   end },
+  log_format = { type = "string", check = function(v)
+    if v ~= "text" and v ~= "json" then return string.format("%q is not text or json", v) end
+  end },
+  log_file = { type = "string", check = nonempty },
   fallback = { type = "string" }, -- a policy name; checked once proxies are all declared
   listen = { fields = { socks = { fields = listener }, http = { fields = listener },
+                        mixed = { fields = listener },
                         reverse = { type = "table", check = reverse_list } } },
   timeouts = { fields = {
     connect = { type = "number", unit = "seconds", check = function(v) if v <= 0 then return "must be > 0" end end },

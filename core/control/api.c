@@ -163,10 +163,13 @@ get_configs(struct control_client *cl)
 {
     struct control *c = cl->c;
     const char *mode = c->env.mode != NULL ? c->env.mode(c->env.ud) : "rule";
+    int http = 0, socks = 0, mixed = 0;
+    if (c->env.ports != NULL)
+        c->env.ports(c->env.ud, &http, &socks, &mixed);
     control_reply_json(cl, 200,
-                       json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:s,s:s,s:s,s:b}", "port", 0,
-                                 "socks-port", 0, "redir-port", 0, "tproxy-port", 0, "mixed-port",
-                                 0, "allow-lan", 0, "bind-address", "*", "mode", mode,
+                       json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:s,s:s,s:s,s:b}", "port", http,
+                                 "socks-port", socks, "redir-port", 0, "tproxy-port", 0,
+                                 "mixed-port", mixed, "allow-lan", 0, "bind-address", "*", "mode", mode,
                                  "log-level", level_names[log_threshold], "ipv6", 1));
 }
 

@@ -61,6 +61,9 @@ struct control_env {
     int (*set_mode)(void *ud, const char *mode, char *err, size_t errlen);
     /* The bundle's fallback policy name, for GET /rules. */
     const char *(*fallback)(void *ud);
+    /* GET /configs' port, socks-port and mixed-port: the listeners' TCP
+     * ports (0: none). NULL: all 0. */
+    void (*ports)(void *ud, int *http, int *socks, int *mixed);
     /* GET /dns/query: relays the query message |q| through chute's
      * resolver; |cb| gets the answer later, never from inside the call.
      * Returns a handle for dns_cancel, or NULL (no resolver, no memory).

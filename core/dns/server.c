@@ -6,6 +6,7 @@
 #include "dns/fakeip.h"
 #include "dns/msg.h"
 #include "dns/server_int.h"
+#include "log/log.h"
 #include "rules/rules.h"
 
 /* The answer to one query: fake-IP for A/AAAA of names not excluded,
@@ -342,7 +343,7 @@ on_save(struct ev_loop *loop, ev_timer *w, int revents)
     if (!s->dirty || s->state_file == NULL)
         return;
     if (dns_fakeip_save(s->fake, s->state_file, err, sizeof(err)) != 0)
-        fprintf(stderr, "chute: dns: %s\n", err);
+        LOG_WARN("dns: %s", err); /* the log, not bare stderr: a log_file or JSON has it */
     s->dirty = 0;
 }
 
@@ -373,7 +374,7 @@ dns_server_new(struct ev_loop *loop, struct dns_resolver *r, const struct dns_se
                 dns_fakeip_load(s->fake, s->state_file, &skipped, err, errlen) != 0)
                 goto fail;
             if (skipped > 0)
-                fprintf(stderr, "chute: dns: %s: %zu lines skipped\n", s->state_file, skipped);
+                LOG_WARN("dns: %s: %zu lines skipped", s->state_file, skipped);
         }
         s->exclude = rules_domains_new();
         if (s->exclude == NULL)

@@ -63,6 +63,15 @@ env_fallback(void *ud)
     return script_policy_name(e->script, script_config(e->script)->fallback);
 }
 
+static void
+env_ports(void *ud, int *http, int *socks, int *mixed)
+{
+    struct engine *e = ud;
+    *http = inbound_port(e->http);
+    *socks = inbound_port(e->socks);
+    *mixed = inbound_port(e->mixed);
+}
+
 /* GET /dns/query: through the resolver, as dns_forward relays any type. */
 static void *
 env_dns_query(void *ud, const uint8_t *q, size_t len, control_dns_cb cb, void *arg)
@@ -97,7 +106,8 @@ engine_control_start(struct engine *e, char *err, size_t errlen)
     const struct control_env env = {
         .loop = e->loop, .flows = e->flows, .out = &e->out, .set = env_set,
         .counters = env_counters, .reload = env_reload, .mode = env_mode,
-        .set_mode = env_set_mode, .fallback = env_fallback, .dns_query = env_dns_query,
+        .set_mode = env_set_mode, .fallback = env_fallback, .ports = env_ports,
+        .dns_query = env_dns_query,
         .dns_cancel = env_dns_cancel, .ud = e,
     };
     e->control = control_new(&env, &o, err, errlen);

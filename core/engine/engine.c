@@ -40,6 +40,26 @@ apply_log_level(struct chute_engine *ce)
         log_threshold = (enum log_level)script_config(ce->e.script)->log_level;
 }
 
+static int cli_log_format = -1; /* see engine.h */
+
+void
+engine_cli_log_format(int format)
+{
+    cli_log_format = format;
+}
+
+/* log_format and log_file: `chute run --log-format` wins over the bundle;
+ * a bundle without log_file logs to stderr. */
+static int
+apply_log_output(struct chute_engine *ce, char *err, size_t errlen)
+{
+    const struct script_config *c = script_config(ce->e.script);
+    log_format = (enum log_format)(cli_log_format >= 0 ? cli_log_format
+                                   : c->log_format >= 0 ? c->log_format
+                                                        : LOG_FORMAT_TEXT);
+    return log_file_open(c->log_file, err, errlen);
+}
+
 static void name_policy(struct engine *e, struct flow *f);
 
 /* The flow environment's calls (engine.h: struct flow_env). */
@@ -194,6 +214,7 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     /* New handshakes check the new credentials (they live in the script). */
     e->users[0] = (struct inbound_users){cfg->socks.num_users, cfg->socks.users};
     e->users[1] = (struct inbound_users){cfg->http.num_users, cfg->http.users};
+    e->users[2] = (struct inbound_users){cfg->mixed.num_users, cfg->mixed.users};
     snprintf(e->out.interface, sizeof(e->out.interface), "%s", cfg->out_interface);
     e->out.fwmark = cfg->out_fwmark;
     e->local = e->out;
@@ -219,12 +240,14 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
 static void
 warn_unapplied(const struct script_config *was, const struct script_config *now)
 {
-    const struct script_listener *l[2][2] = {{&was->socks, &now->socks}, {&was->http, &now->http}};
-    for (int i = 0; i < 2; i++)
+    const struct script_listener *l[3][2] = {
+        {&was->socks, &now->socks}, {&was->http, &now->http}, {&was->mixed, &now->mixed}};
+    static const char *const names[3] = {"socks", "http", "mixed"};
+    for (int i = 0; i < 3; i++)
         if (l[i][0]->enabled != l[i][1]->enabled ||
             (l[i][1]->enabled && strcmp(l[i][0]->text, l[i][1]->text) != 0))
             LOG_WARN("reload: listen.%s changed (%s -> %s); restart chute to apply it",
-                     i ? "http" : "socks", l[i][0]->enabled ? l[i][0]->text : "none",
+                     names[i], l[i][0]->enabled ? l[i][0]->text : "none",
                      l[i][1]->enabled ? l[i][1]->text : "none");
     if (was->tun.enabled != now->tun.enabled ||
         (now->tun.enabled && strcmp(was->tun.name, now->tun.name) != 0))
@@ -243,6 +266,9 @@ reloaded(struct engine *e, struct script *s, char *err, size_t errlen)
         return;
     }
     apply_log_level(ce);
+    char lerr[512];
+    if (apply_log_output(ce, lerr, sizeof(lerr)) != 0)
+        LOG_ERROR("reload: %s; the log goes on where it went", lerr);
     engine_control_reload(e);
     e->reloads++;
     LOG_INFO("reloaded %s (rule version %u); flows in flight keep their decision",
@@ -376,6 +402,8 @@ load(struct chute_engine *ce, const char *dir, const char *src, char *err, size_
     ce->e.bundle_dir = dir ? strdup(dir) : NULL;
     ce->e.bundle_src = src ? strdup(src) : NULL;
     apply_log_level(ce);
+    if (apply_log_output(ce, err, errlen) != 0)
+        return CHUTE_ERR_INVALID;
     return 0;
 }
 
@@ -396,7 +424,8 @@ close_listeners(struct engine *e)
 {
     inbound_close(e->socks);
     inbound_close(e->http);
-    e->socks = e->http = NULL;
+    inbound_close(e->mixed);
+    e->socks = e->http = e->mixed = NULL;
     for (size_t i = 0; i < e->nreverse; i++)
         inbound_close(e->reverse[i]);
     free(e->reverse);
@@ -442,6 +471,17 @@ on_stop(struct ev_loop *loop, ev_async *w, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
+/* SIGUSR2: logrotate moved the log file; lines go to a new one at the path. */
+static void
+engine_log_reopen(void)
+{
+    char err[512];
+    if (log_file_reopen(err, sizeof(err)) != 0)
+        LOG_ERROR("SIGUSR2: %s; the log goes on into the file it had", err);
+    else
+        LOG_INFO("log: reopened on SIGUSR2");
+}
+
 static void
 on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -450,6 +490,8 @@ on_signal(struct ev_loop *loop, ev_signal *w, int revents)
         engine_reload(e);
     else if (w->signum == SIGUSR1)
         engine_stats_log(e);
+    else if (w->signum == SIGUSR2)
+        engine_log_reopen();
     else
         on_stop(loop, &e->_stop, 0);
 }
@@ -506,7 +548,11 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         e->socks = NULL;
         return CHUTE_ERR_SYSTEM;
     }
-    if (open_reverse(e, cfg, err, errlen) != 0 || engine_tun_start(e, err, errlen) != 0 ||
+    struct inbound_opts mo = listener_opts(&cfg->mixed, &e->users[2]);
+    mo.mixed = 1;
+    if ((cfg->mixed.enabled &&
+         (e->mixed = inbound_listen(&e->fenv, FLOW_IN_SOCKS, &mo, err, errlen)) == NULL) ||
+        open_reverse(e, cfg, err, errlen) != 0 || engine_tun_start(e, err, errlen) != 0 ||
         engine_control_start(e, err, errlen) != 0) {
         engine_tun_stop(e);
         close_listeners(e);
@@ -525,7 +571,10 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         ev_signal_init(&e->_sigterm, on_signal, SIGTERM);
         ev_signal_init(&e->_sighup, on_signal, SIGHUP);
         ev_signal_init(&e->_sigusr1, on_signal, SIGUSR1);
+        ev_signal_init(&e->_sigusr2, on_signal, SIGUSR2);
         e->_sigint.data = e->_sigterm.data = e->_sighup.data = e->_sigusr1.data = e;
+        e->_sigusr2.data = e;
+        ev_signal_start(e->loop, &e->_sigusr2);
         ev_signal_start(e->loop, &e->_sigint);
         ev_signal_start(e->loop, &e->_sigterm);
         ev_signal_start(e->loop, &e->_sighup);
@@ -546,6 +595,7 @@ chute_engine_run(chute_engine *ce, char *err, size_t errlen)
         ev_signal_stop(e->loop, &e->_sigterm);
         ev_signal_stop(e->loop, &e->_sighup);
         ev_signal_stop(e->loop, &e->_sigusr1);
+        ev_signal_stop(e->loop, &e->_sigusr2);
     }
     engine_stats_publish(e);
     engine_stats_log(e);

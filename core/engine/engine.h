@@ -81,7 +81,7 @@ struct engine {
     struct dns_server *dnss;     /* NULL unless the bundle has dns = {...} */
     struct outbound_env local;   /* like out, without interface or mark: chute's own listeners */
     struct outbound_env out;
-    struct inbound_listener *socks, *http;
+    struct inbound_listener *socks, *http, *mixed;
     struct inbound_listener **reverse; /* listen.reverse, one per entry */
     size_t nreverse;
     struct tun *tun;             /* while running: the device (tun = {...}) or the host's */
@@ -93,7 +93,7 @@ struct engine {
     struct engine_mitm mitm_cur;
     struct flow_opts fopts;  /* the current bundle's, rewritten by each load */
     struct flow_env fenv;    /* what netstack, flow/udp.c and the listeners are given */
-    struct inbound_users users[2]; /* socks, http: the current bundle's credentials */
+    struct inbound_users users[3]; /* socks, http, mixed: the current bundle's credentials */
     uint32_t rule_version;   /* bumped by every reload */
     uint64_t route_calls_before, route_errors_before; /* of scripts replaced by reloads */
     uint64_t dcache_hits_before;
@@ -101,7 +101,7 @@ struct engine {
     uint64_t reloads;        /* successful reloads */
     struct control *control; /* NULL unless the bundle has control = {...} */
     int mode;                /* enum engine_mode: the control API's Clash mode */
-    ev_signal _sigint, _sigterm, _sighup, _sigusr1;
+    ev_signal _sigint, _sigterm, _sighup, _sigusr1, _sigusr2;
     ev_async _stop, _reload, _load_done;
     /* A reload's bundle loads on its own thread (engine_reload). */
     pthread_t _loader;
@@ -222,5 +222,9 @@ void engine_resolved_store(struct flow *f, const char *err, const struct sockadd
                            size_t n);
 /* "192.0.2.1 2001:db8::1", or "no address", into |buf|. */
 size_t engine_resolved_format(const struct flow_resolved *r, char *buf, size_t len);
+
+/* `chute run --log-format`: enum log_format, over the bundle's log_format
+ * (the process's one CLI; -1, the default: the bundle decides). */
+void engine_cli_log_format(int format);
 
 #endif

@@ -30,14 +30,17 @@ static const char usage_main[] =
     "`chute <command> --help` describes each command.\n";
 
 static const char usage_run[] =
-    "usage: chute run [--log-level LEVEL] BUNDLE\n"
+    "usage: chute run [--log-level LEVEL] [--log-format text|json] BUNDLE\n"
     "\n"
     "Runs the engine on BUNDLE until SIGINT or SIGTERM. SIGHUP reloads the\n"
     "bundle: new flows use the new script, flows in flight keep their decision,\n"
     "and a bundle that fails to load leaves the running one in place.\n"
     "\n"
     "  --log-level LEVEL   error, warn, info or debug (default: the bundle's\n"
-    "                      log_level, else info)\n";
+    "                      log_level, else info)\n"
+    "  --log-format FORMAT text, or json: one object per line (default: the\n"
+    "                      bundle's log_format, else text). SIGUSR2 reopens\n"
+    "                      the bundle's log_file (logrotate).\n";
 
 static const char usage_check[] =
     "usage: chute check BUNDLE\n"
@@ -82,14 +85,21 @@ cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"log-level", required_argument, NULL, 'l'},
+        {"log-format", required_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct chute_options o = {.handle_signals = 1};
     int c;
     optind = 2;
-    while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) != -1) {
-        if (c == 'l') {
+    while ((c = getopt_long(argc, argv, "l:f:h", opts, NULL)) != -1) {
+        if (c == 'f') {
+            if (log_format_parse(optarg) < 0) {
+                fprintf(stderr, "chute run: --log-format '%s': expected text or json\n", optarg);
+                return 2;
+            }
+            engine_cli_log_format(log_format_parse(optarg));
+        } else if (c == 'l') {
             if (log_level_parse(optarg) < 0) {
                 fprintf(stderr, "chute run: --log-level '%s': expected error, warn, info or debug\n",
                         optarg);

@@ -154,7 +154,7 @@ engine_stats_log(struct engine *e)
             nl = l + strcspn(l, "\n");
             if (*nl == '\n')
                 *nl++ = '\0';
-            LOG_INFO("groups %s", l);
+            LOG_KV(LOG_LEVEL_INFO, "groups %s", l);
         }
         /* One line per proxy pool: "pool tj warm=12 cold=1 ...". */
         char pools[4096];
@@ -163,7 +163,7 @@ engine_stats_log(struct engine *e)
             nl = l + strcspn(l, "\n");
             if (*nl == '\n')
                 *nl++ = '\0';
-            LOG_INFO("pool %s", l);
+            LOG_KV(LOG_LEVEL_INFO, "pool %s", l);
         }
     }
     struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS];
@@ -175,13 +175,13 @@ engine_stats_log(struct engine *e)
     snprintf(line + n, sizeof(line) - n,
              " rule_version=%u proxy_auth_failures=%llu rule_resolves=%llu", e->rule_version,
              (unsigned long long)outbound_auth_failures(), (unsigned long long)e->rule_resolves);
-    LOG_INFO("stats%s", line);
+    LOG_KV(LOG_LEVEL_INFO, "stats%s", line);
     if (e->mitm != NULL) {
         struct log_counter_group mitm[MITM_GROUPS];
         fill_mitm(&s, mitm);
         line[0] = '\0';
         log_counters_format(line, sizeof(line), mitm, MITM_GROUPS);
-        LOG_INFO("stats mitm%s", line);
+        LOG_KV(LOG_LEVEL_INFO, "stats mitm%s", line);
     }
     if (e->tun == NULL)
         return;
@@ -194,7 +194,7 @@ engine_stats_log(struct engine *e)
              s.tun.batches ? (double)s.tun.pkts_in / s.tun.batches : 0.0,
              (unsigned long long)d[1], (unsigned long long)d[2], (unsigned long long)d[3],
              (unsigned long long)d[4], (unsigned long long)d[5], (unsigned long long)d[6]);
-    LOG_INFO("stats tun%s", line);
+    LOG_KV(LOG_LEVEL_INFO, "stats tun%s", line);
 }
 
 /* struct chute_stats field by field: each has a slot in e->_pub, where

@@ -64,6 +64,34 @@ format_line(const struct flow *f, double now, char *buf, size_t len)
     return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }
 
+/* The close line; a JSON line gets its parts as fields (log/log.h). */
+static void
+log_close(const struct flow *f, double now, const char *reason)
+{
+    char line[1024], src[64], dst[300], rule[300];
+    format_line(f, now, line, sizeof(line));
+    flow_sockaddr_format(&f->src, src, sizeof(src));
+    flow_addr_format(&f->dst, dst, sizeof(dst));
+    snprintf(rule, sizeof(rule), "%s%s%s", f->rule ? f->rule : "-", f->why[0] ? " " : "", f->why);
+    const char *policy = f->policy_name ? f->policy_name : flow_policy_name(f->policy);
+    const struct log_field fields[] = {
+        LOG_FIELD_N("flow", f->id),
+        LOG_FIELD_S("network", flow_network_name(f->network)),
+        LOG_FIELD_S("inbound", flow_inbound_name(f->inbound)),
+        LOG_FIELD_S("src", src),
+        LOG_FIELD_S("dst", dst),
+        LOG_FIELD_S("host", f->sniffed),
+        LOG_FIELD_S("policy", policy),
+        LOG_FIELD_S("via", f->via && f->via != f->policy_name ? f->via : NULL),
+        LOG_FIELD_S("rule", rule),
+        LOG_FIELD_N("up", f->bytes_up),
+        LOG_FIELD_N("down", f->bytes_down),
+        LOG_FIELD_T("duration", now - f->started),
+    };
+    log_write_fields(LOG_LEVEL_INFO, fields, sizeof(fields) / sizeof(fields[0]), "flow %s close=%s",
+                     line, reason);
+}
+
 void
 flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *reason)
 {
@@ -78,11 +106,8 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
     t->st.active--;
     t->st.bytes_up += f->bytes_up;
     t->st.bytes_down += f->bytes_down;
-    if (log_threshold >= LOG_LEVEL_INFO) {
-        char line[1024];
-        format_line(f, now, line, sizeof(line));
-        log_write(LOG_LEVEL_INFO, "flow %s close=%s", line, reason);
-    }
+    if (log_threshold >= LOG_LEVEL_INFO)
+        log_close(f, now, reason);
     free(f->sniffed);
     f->sniffed = NULL;
 }

@@ -26,6 +26,9 @@ struct inbound_opts {
     const struct inbound_users *users;
     /* FLOW_IN_REVERSE: the origin every connection goes to (copied). */
     const struct flow_addr *target;
+    /* With FLOW_IN_SOCKS: the mixed port, SOCKS5 and HTTP on one listener,
+     * told apart by each client's first byte (mixed.c); |users| for both. */
+    int mixed;
 };
 
 /* Shared head of every accepted connection: the listener keeps them in a
@@ -41,6 +44,8 @@ struct inbound_conn {
 /* Accepted flows go through |env| (kept: it must outlive the listener). */
 struct inbound_listener *inbound_listen(const struct flow_env *env, enum flow_inbound kind,
                                         const struct inbound_opts *o, char *err, size_t errlen);
+/* The TCP port |l| listens on; 0 for NULL. */
+int inbound_port(const struct inbound_listener *l);
 /* Stops accepting and closes every connection of the listener. */
 void inbound_close(struct inbound_listener *l);
 
@@ -70,6 +75,11 @@ void inbound_flow_init(struct flow *f, enum flow_inbound kind, int fd,
 void inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
 void inbound_reverse_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+void inbound_mixed_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer);
+/* inbound_socks5_accept with |secs| left of the handshake deadline (the
+ * mixed port spent the rest waiting for the first byte). */
+void inbound_socks5_accept_within(struct inbound_listener *l, int fd,
+                                  const struct sockaddr_storage *peer, double secs);
 /* FLOW_IN_REVERSE: the listener's origin. */
 const struct flow_addr *inbound_target(const struct inbound_listener *l);
 

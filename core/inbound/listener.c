@@ -13,6 +13,7 @@ struct inbound_listener {
     const struct flow_env *e;
     const struct inbound_users *users;
     enum flow_inbound kind;
+    int mixed;               /* FLOW_IN_SOCKS: SOCKS5 and HTTP, by the first byte */
     struct flow_addr target; /* FLOW_IN_REVERSE */
     int fd;
     ev_io w;
@@ -22,9 +23,11 @@ struct inbound_listener {
 };
 
 static const char *
-kind_name(enum flow_inbound k)
+kind_name(const struct inbound_listener *l)
 {
-    return k == FLOW_IN_SOCKS ? "socks" : k == FLOW_IN_REVERSE ? "reverse" : "http";
+    if (l->mixed)
+        return "mixed";
+    return l->kind == FLOW_IN_SOCKS ? "socks" : l->kind == FLOW_IN_REVERSE ? "reverse" : "http";
 }
 
 static void
@@ -43,7 +46,7 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
                 if (l->paused++ == 0)
                     LOG_WARN("accept on %s: %s; pausing accepts 100 ms at a time until "
                              "descriptors free up",
-                             kind_name(l->kind), strerror(errno));
+                             kind_name(l), strerror(errno));
                 ev_io_stop(loop, &l->w);
                 /* A one-shot timer keeps its spent time: set it again, or
                  * the second pause would end at once. */
@@ -53,13 +56,14 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             return;
         }
         if (l->paused > 0) {
-            LOG_INFO("accept on %s: resumed after %d pauses",
-                     l->kind == FLOW_IN_SOCKS ? "socks" : "http", l->paused);
+            LOG_INFO("accept on %s: resumed after %d pauses", kind_name(l), l->paused);
             l->paused = 0;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (l->kind == FLOW_IN_SOCKS)
+        if (l->mixed)
+            inbound_mixed_accept(l, fd, &peer);
+        else if (l->kind == FLOW_IN_SOCKS)
             inbound_socks5_accept(l, fd, &peer);
         else if (l->kind == FLOW_IN_REVERSE)
             inbound_reverse_accept(l, fd, &peer);
@@ -87,6 +91,7 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
     l->e = e;
     l->users = cfg->users;
     l->kind = kind;
+    l->mixed = kind == FLOW_IN_SOCKS && cfg->mixed;
     if (cfg->target != NULL)
         l->target = *cfg->target;
     l->head._prev = l->head._next = &l->head;
@@ -95,7 +100,7 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
     if (l->fd < 0 || setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
         bind(l->fd, (const struct sockaddr *)&cfg->addr, cfg->addrlen) != 0 ||
         listen(l->fd, 4096) != 0) {
-        snprintf(err, errlen, "listen on %s (%s): %s", cfg->text, kind_name(kind),
+        snprintf(err, errlen, "listen on %s (%s): %s", cfg->text, kind_name(l),
                  strerror(errno));
         if (l->fd >= 0)
             close(l->fd);
@@ -107,7 +112,8 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
     ev_io_start(e->loop, &l->w);
     ev_timer_init(&l->retry, on_retry, 0.1, 0);
     l->retry.data = l;
-    LOG_INFO("listening: %s on %s%s", kind == FLOW_IN_SOCKS ? "socks5" : kind_name(kind),
+    LOG_INFO("listening: %s on %s%s",
+             l->mixed ? "mixed (socks5+http)" : kind == FLOW_IN_SOCKS ? "socks5" : kind_name(l),
              cfg->text, cfg->users != NULL && cfg->users->n ? " (auth)" : "");
     return l;
 }
@@ -134,6 +140,17 @@ inbound_flow_init(struct flow *f, enum flow_inbound kind, int fd,
     f->src = *peer;
     socklen_t llen = sizeof(f->local);
     getsockname(fd, (struct sockaddr *)&f->local, &llen);
+}
+
+int
+inbound_port(const struct inbound_listener *l)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    if (l == NULL || getsockname(l->fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                          : ((struct sockaddr_in *)&ss)->sin_port);
 }
 
 const struct flow_addr *

@@ -378,6 +378,13 @@ on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 void
 inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_storage *peer)
 {
+    inbound_socks5_accept_within(l, fd, peer, inbound_env(l)->opts->connect_timeout);
+}
+
+void
+inbound_socks5_accept_within(struct inbound_listener *l, int fd,
+                             const struct sockaddr_storage *peer, double secs)
+{
     const struct flow_env *e = inbound_env(l);
     struct conn *c = calloc(1, sizeof(*c));
     if (c == NULL) {
@@ -390,6 +397,6 @@ inbound_socks5_accept(struct inbound_listener *l, int fd, const struct sockaddr_
     inbound_conn_link(l, &c->base);
     ev_io_init(&c->io, on_read, fd, EV_READ);
     ev_io_start(e->loop, &c->io);
-    ev_timer_init(&c->timer, on_timeout, e->opts->connect_timeout, 0);
+    ev_timer_init(&c->timer, on_timeout, secs > 0 ? secs : 0.001, 0);
     ev_timer_start(e->loop, &c->timer);
 }

@@ -20,6 +20,7 @@ static const struct {
 } kinds[] = {
     {"socks", offsetof(struct script_config, socks)},
     {"http", offsetof(struct script_config, http)},
+    {"mixed", offsetof(struct script_config, mixed)},
 };
 
 #define MAX_REFS 64

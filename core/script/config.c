@@ -419,6 +419,7 @@ script_config_read(struct script *s, char *err, size_t errlen)
     if (lua_getfield(L, t, "log_level") == LUA_TSTRING)
         c->log_level = log_level_parse(lua_tostring(L, -1));
     lua_pop(L, 1);
+    script_log_read(s, t);
     if (lua_getfield(L, t, "fallback") == LUA_TSTRING) {
         /* Checked here, not in chute.config(): proxies may be declared after it. */
         c->fallback = script_policy_lookup(s, lua_tostring(L, -1));
@@ -474,6 +475,10 @@ script_config_read(struct script *s, char *err, size_t errlen)
         if (rc == 0)
             rc = read_listener(L, l, "http", &c->http, err, errlen);
         if (rc == 0)
+            rc = read_listener(L, l, "mixed", &c->mixed, err, errlen);
+        if (rc == 0)
+            rc = script_mixed_check(s, st, err, errlen);
+        if (rc == 0)
             rc = read_reverse(L, l, c, err, errlen);
     }
     lua_settop(L, st - 1);
@@ -499,6 +504,9 @@ script_config_free(struct script_config *cfg)
     cfg->tun.exclude = NULL;
     free_listener(&cfg->socks);
     free_listener(&cfg->http);
+    free_listener(&cfg->mixed);
+    free(cfg->log_file);
+    cfg->log_file = NULL;
     free(cfg->reverse);
     cfg->reverse = NULL;
     cfg->nreverse = 0;

@@ -103,7 +103,9 @@ struct script_control {
 struct script_config {
     int log_level;          /* enum log_level, or -1 when the bundle says nothing */
     int fallback;           /* policy for flows whose route() fails */
-    struct script_listener socks, http;
+    struct script_listener socks, http, mixed; /* mixed: SOCKS5 and HTTP on one port */
+    int log_format;         /* enum log_format, or -1 when the bundle says nothing */
+    char *log_file;         /* NULL: stderr; else a path (relative ones resolved against the bundle) */
     struct script_reverse *reverse;
     size_t nreverse;
     double connect_timeout; /* seconds */

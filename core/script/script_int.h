@@ -184,6 +184,11 @@ void script_pattern_open(lua_State *L, int string_lib);
 
 /* config.c */
 int script_config_read(struct script *s, char *err, size_t errlen);
+/* config_log.c: log_format, log_file from the config table at |t|. */
+void script_log_read(struct script *s, int t);
+/* config_mixed.c: listen.mixed on the port of listen.socks or listen.http
+ * (|st|: the state table, for the position of chute.config). */
+int script_mixed_check(struct script *s, int st, char *err, size_t errlen);
 void script_config_free(struct script_config *cfg);
 int script_check_address(const char *text, struct sockaddr_storage *ss, socklen_t *len);
 

@@ -1,5 +1,6 @@
 -- chute's default bundle: SOCKS5 on 127.0.0.1:1080, HTTP on 127.0.0.1:8080,
--- everything DIRECT except one REJECT example.
+-- both on 127.0.0.1:7890 (a mixed port, as Clash's mixed-port), everything
+-- DIRECT except one REJECT example.
 local chute = require "chute"
 
 chute.config {
@@ -8,6 +9,7 @@ chute.config {
   listen = {
     socks = "127.0.0.1:1080",
     http = "127.0.0.1:8080",
+    mixed = "127.0.0.1:7890",          -- SOCKS5 and HTTP on one port, by the first byte
   },
   timeouts = { connect = 10, idle = 300 },
 }

@@ -51,8 +51,9 @@ struct chute_options {
     /* Log level: "error", "warn", "info" (default) or "debug". The bundle's
      * log_level applies when this is NULL. Not copied: a static string. */
     const char *log_level;
-    /* Nonzero: while running, SIGINT/SIGTERM stop the engine and SIGHUP
-     * reloads the bundle (the CLI sets it; a host app may keep its own). */
+    /* Nonzero: while running, SIGINT/SIGTERM stop the engine, SIGHUP
+     * reloads the bundle, SIGUSR1 logs the counters and SIGUSR2 reopens
+     * the bundle's log_file (the CLI sets it; a host app may keep its own). */
     int handle_signals;
 
     /* The packet interface. With |packets_out| set, the engine opens no TUN

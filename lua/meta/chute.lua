@@ -15,6 +15,7 @@ local chute = {}
 ---@class chute.config.listen
 ---@field socks? string|chute.listener  SOCKS5 listener (no root needed)
 ---@field http? string|chute.listener   HTTP proxy listener: CONNECT and absolute-URI forwarding
+---@field mixed? string|chute.listener  SOCKS5 and HTTP on one port (Clash's mixed-port), told apart by the first byte
 
 ---@class chute.config.timeouts
 ---@field connect? number  seconds to connect upstream, and to finish a proxy handshake (default 10)
@@ -63,6 +64,8 @@ local chute = {}
 ---@field mitm? chute.config.mitm  decrypt HTTPS for chosen hosts (Lua hooks: chute.on_request, chute.on_response)
 ---@field dns? chute.config.dns  the built-in DNS server and the resolver's upstreams
 ---@field log_level? "error"|"warn"|"info"|"debug"  default "info"; `chute run --log-level` wins
+---@field log_format? "text"|"json"  "json": one JSON object per line (time, level, event, msg, fields); `chute run --log-format` wins
+---@field log_file? string  append the log here instead of stderr (relative: to the bundle); SIGUSR2 reopens it (logrotate)
 ---@field fallback? chute.policy  policy when route() fails, overruns or names no known policy (default "DIRECT")
 ---@field listen? chute.config.listen
 ---@field timeouts? chute.config.timeouts

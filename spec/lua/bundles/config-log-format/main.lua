@@ -1,0 +1,4 @@
+local chute = require "chute"
+chute.config {
+  log_format = "xml",
+}
