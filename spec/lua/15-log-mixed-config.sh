@@ -6,7 +6,7 @@
 
 chute check config-log-format
 expect "log_format: a value that is not text or json" 1 "" \
-    'chute: config-log-format/main.lua:2: chute.config: log_format: "xml" is not text or json'
+    'chute: config-log-format/main.lua:3: chute.config: log_format: "xml" is not text or json'
 chute check config-mixed-http
 expect "listen.mixed on listen.http's port (one of them the wildcard)" 1 "" \
     "chute: config-mixed-http/main.lua:2: chute.config: listen.mixed (0.0.0.0:7890) and listen.http (127.0.0.1:7890) share a port: the mixed port already serves SOCKS5 and HTTP; drop listen.http or move it"
