@@ -104,8 +104,11 @@ proxy_fault(const struct outbound_open *o, int err)
 static void
 deliver(struct outbound_open *o)
 {
-    if (o->set != NULL && o->p != NULL)
-        outbound_set_report(o->set, o->policy, proxy_fault(o, o->res.err));
+    /* A Shadowsocks stream works once the server answers (ss.c's watch
+     * reports it): a wrong key looks like success here. */
+    int failed = proxy_fault(o, o->res.err);
+    if (o->set != NULL && o->p != NULL && (failed || o->p->type != OUTBOUND_SHADOWSOCKS))
+        outbound_set_report(o->set, o->policy, failed);
     stop(o);
     o->cb(o->arg, &o->res);
     release(o);
@@ -201,10 +204,12 @@ start_ss(struct outbound_open *o, struct io_stream *transport)
 {
     struct io_stream *s = outbound_ss_stream(transport, o->p, &o->dst);
 
-    if (s == NULL)
+    if (s == NULL) {
         fail(o, ENOMEM, "out of memory");
-    else
-        deliver_stream(o, s);
+        return;
+    }
+    outbound_ss_watch(s, o->env, o->res.via, OUTBOUND_SILENT_DEADLINE);
+    deliver_stream(o, s);
 }
 
 static void
