@@ -60,6 +60,10 @@ void outbound_set_unref(struct outbound_set *s);
  * settings did not change (|prev| loses them: its stop drains the rest). */
 void outbound_set_start(struct outbound_set *s, const struct outbound_env *env,
                         const struct outbound_set *prev);
+/* set_diff.c: says what a reload changed from |was| to |now| ("reload:
+ * proxies +jp -hk ~sg; groups +auto"), at info; at debug when nothing did.
+ * Either NULL: nothing. */
+void outbound_set_log_diff(const struct outbound_set *was, const struct outbound_set *now);
 /* Stops the checks and frees the set's connection pools. */
 void outbound_set_stop(struct outbound_set *s);
 
