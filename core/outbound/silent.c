@@ -30,11 +30,19 @@ find(const struct outbound_env *env, const char *name, struct outbound_set **set
 }
 
 void
-outbound_silent_report(const struct outbound_env *env, const char *name, double secs)
+outbound_silent_report(const struct outbound_env *env, const char *name, double secs,
+                       double since)
 {
     struct outbound_set *s;
     int policy;
     struct outbound_proxy *p = find(env, name, &s, &policy);
+    if (p != NULL && p->last_answer >= since) {
+        /* One key serves every flow: this destination is only slow. */
+        LOG_DEBUG("no byte from proxy '%s' in %.1f s after the request, but it answers other "
+                  "flows: a slow destination",
+                  name, secs);
+        return;
+    }
     int warn = p == NULL || !p->silent_warned;
     /* Once per episode at warn: a browser opens tens of flows at once. */
     LOG_AT(warn ? LOG_LEVEL_WARN : LOG_LEVEL_DEBUG,
@@ -60,5 +68,6 @@ outbound_silent_answered(const struct outbound_env *env, const char *name, doubl
     if (p == NULL)
         return;
     p->silent_warned = 0;
+    p->last_answer = ev_now(env->loop);
     outbound_set_report(s, policy, 0);
 }

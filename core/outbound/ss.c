@@ -122,11 +122,13 @@ out_need(const struct ss_stream *s, size_t total)
 
 static void finish_close(struct ss_stream *s);
 
-/* The request (or the header alone) is sealed: the server owes a byte. */
+/* The request is sealed: the server owes a byte. Not the header alone: a
+ * browser's preconnected socket may stay quiet for long, and a server
+ * that speaks first would answer a right key at once anyway. */
 static void
 arm_watch(struct ss_stream *s)
 {
-    if (s->env == NULL || s->armed || !s->enc.started)
+    if (s->env == NULL || s->armed)
         return;
     s->armed = 1;
     s->sent_at = ev_now(s->base.loop);
@@ -140,7 +142,7 @@ on_silent(struct ev_loop *loop, ev_timer *w, int revents)
     struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, silent));
 
     s->reported = 1; /* the flow goes on: a slow server may answer yet */
-    outbound_silent_report(s->env, s->name, s->deadline);
+    outbound_silent_report(s->env, s->name, s->deadline, s->sent_at);
 }
 
 static void
@@ -179,7 +181,6 @@ send_header(struct ss_stream *s)
     if (s->enc.started)
         return;
     s->out_end += ss_encoder_seal(&s->enc, s->out + s->out_end, out_room(s), NULL, 0, &taken);
-    arm_watch(s);
     flush(s);
 }
 
@@ -523,7 +524,6 @@ outbound_ss_watch(struct io_stream *base, const struct outbound_env *env, const 
     s->env = env;
     s->name = name;
     s->deadline = deadline;
-    arm_watch(s);
 }
 
 ssize_t

@@ -8,6 +8,9 @@
 # proxy down: the fallback group "auto" {hk, DIRECT} sends the next flow
 # DIRECT, and a health check through "hk2" (wrong password too) says why
 # it failed. The silent flow itself is not cut: a slow server may answer.
+# A slow destination behind a working proxy is no wrong password: the
+# proxy answers other flows meanwhile, so its silence is only said at
+# debug, not counted, and the proxy stays up.
 . "$(dirname "$0")/outlib.bash"
 need_root
 need_cmd ss-server
@@ -15,6 +18,28 @@ netns_setup
 servers_start http
 
 ss_start 8501 aes-256-gcm "right-pw"
+# :9300 answers 6.5 s after the request, :9301 at once.
+cat >"$NETNS_TMP/slow.py" <<'PY'
+import socket, sys, threading, time
+def serve(c, delay):
+    c.recv(4096)
+    time.sleep(delay)
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+    c.close()
+def listen(port, delay):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((sys.argv[1], port))
+    ls.listen(16)
+    while True:
+        threading.Thread(target=serve, args=(ls.accept()[0], delay), daemon=True).start()
+threading.Thread(target=listen, args=(9300, 6.5), daemon=True).start()
+threading.Thread(target=listen, args=(9301, 0), daemon=True).start()
+open(sys.argv[2], "w").write("ready\n")
+threading.Event().wait()
+PY
+bg_in "$NS_SRV" "$NETNS_TMP/slow.log" "$PY" "$NETNS_TMP/slow.py" "$SRV4" "$NETNS_TMP/slow.ready"
+wait_file "$NETNS_TMP/slow.ready" 10 || fail "the slow server did not start"
 CHECK_URL="http://$SRV4:$HTTP_PORT/small"
 CTL=127.0.0.1:9190
 tun_bundle "  control = { listen = \"$CTL\" }," <<LUA
@@ -29,6 +54,7 @@ chute.group "checked" { type = "fallback", proxies = { "hk2", "good" }, url = "$
                         interval = 30, timeout = 3 }
 function chute.route(flow)
   if flow.dst_port == $ALT_PORT then return "checked" end
+  if flow.dst_port == 9300 or flow.dst_port == 9301 then return "good" end
   return "auto"
 end
 LUA
@@ -64,6 +90,20 @@ json=$(cli_curl --max-time 5 "http://$CTL/proxies/hk")
 say "$json"
 assert_match '"silent": *1' "$json" "hk's silent count"
 assert_match '"alive": *false' "$json" "hk is not alive"
+
+check "a slow destination behind a working proxy: said at debug, not counted"
+(cli_curl -o "$NETNS_TMP/slow.out" --max-time 10 "http://$SRV4:9300/") &
+SLOW=$!
+sleep 0.5
+assert_eq "ok" "$(cli_curl --max-time 5 "http://$SRV4:9301/")" "a quick answer through 'good' meanwhile"
+wait "$SLOW" || fail "the slow request through 'good' failed"
+assert_eq "ok" "$(cat "$NETNS_TMP/slow.out")" "the slow answer arrived"
+assert_log "debug no byte from proxy 'good' in 5\.0 s after the request, but it answers other flows: a slow destination$" "the slow destination at debug"
+assert_log "info  proxy 'good' answered after 6\.[0-9] s: a slow server, not a wrong password$" "the late answer"
+assert_no_log "warn  no byte from proxy 'good'" "no warning for 'good'"
+stats_read C
+assert_eq 1 "$C_proxy_silent" "proxy_silent still counts only hk's flow"
+assert_match '"alive": *true' "$(cli_curl --max-time 5 "http://$CTL/proxies/good")" "good is alive"
 
 chute_alive
 pass
