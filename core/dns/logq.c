@@ -31,7 +31,8 @@ dns_server_log_answer(const uint8_t *msg, size_t len, const char *how)
     size_t off = 0;
     for (size_t i = 0; i < m.nan && off + 64 < sizeof(line); i++) {
         const struct dns_rr *rr = &m.rr[i];
-        int n = snprintf(line + off, sizeof(line) - off, " %s ", dns_type_name(rr->type, tb, sizeof(tb)));
+        int n = snprintf(line + off, sizeof(line) - off, " %s ",
+                         dns_type_name(rr->type, tb, sizeof(tb)));
         if (n < 0)
             break;
         off += (size_t)n;

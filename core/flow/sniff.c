@@ -24,8 +24,8 @@ void
 flow_sniff_log(const struct flow *f, const char *name, size_t seen, int timed_out)
 {
     if (name != NULL)
-        LOG_DEBUG("flow %llu: sniffed host '%s' from the first %zu bytes", (unsigned long long)f->id,
-                  name, seen);
+        LOG_DEBUG("flow %llu: sniffed host '%s' from the first %zu bytes",
+                  (unsigned long long)f->id, name, seen);
     else if (timed_out)
         LOG_DEBUG("flow %llu: sniffed no host: the client sent %zu bytes in %.1f s",
                   (unsigned long long)f->id, seen, FLOW_SNIFF_WAIT);

@@ -116,10 +116,13 @@ log_open(const struct outbound_open *o)
     char dst[300];
     double now = ev_now(o->env->loop);
     flow_addr_format(&o->dst, dst, sizeof(dst));
-    const char *what = o->res.err != 0                       ? o->res.why
-                       : o->p->type == OUTBOUND_SHADOWSOCKS ? "ready (the request rides the first bytes)"
-                       : o->p->type == OUTBOUND_TROJAN      ? "ready (the header goes with the first bytes)"
-                                                            : "the proxy replied: open";
+    const char *what = "the proxy replied: open";
+    if (o->res.err != 0)
+        what = o->res.why;
+    else if (o->p->type == OUTBOUND_SHADOWSOCKS)
+        what = "ready (the request rides the first bytes)";
+    else if (o->p->type == OUTBOUND_TROJAN)
+        what = "ready (the header goes with the first bytes)";
     if (o->t_transport > 0)
         LOG_DEBUG("proxy '%s' (%s) to %s: %s after %.0f ms (%s server up in %.0f ms)", o->res.via,
                   proto_names[o->p->type], dst, what ? what : "?", (now - o->t0) * 1000,

@@ -220,7 +220,8 @@ outbound_set_pools_carry(struct outbound_set *s, struct outbound_set *prev)
         if (id < FLOW_POLICY__BUILTIN || (size_t)id - FLOW_POLICY__BUILTIN >= prev->nproxies)
             continue;
         struct pool_slot *old = &prev->pools[id - FLOW_POLICY__BUILTIN];
-        if (old->pool == NULL || !outbound_set_same_proxy(&prev->proxies[old->idx], &s->proxies[j]) ||
+        if (old->pool == NULL ||
+            !outbound_set_same_proxy(&prev->proxies[old->idx], &s->proxies[j]) ||
             ensure_slots(s) != 0)
             continue;
         s->pools[j].pool = old->pool;
