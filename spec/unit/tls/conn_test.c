@@ -2,6 +2,8 @@
  * against the server over loopback TCP, over an in-memory stream that
  * takes a few hundred bytes at a time, and TLS over TLS. */
 
+#include <time.h> /* strptime, timegm: _GNU_SOURCE is on for every target */
+
 #include "tls_test.h"
 
 static struct {
@@ -469,6 +471,22 @@ test_handshake_failures(void **state)
     print_message("server: %s\n", p.s.why);
     assert_non_null(strstr(p.s.why, "tls: "));
     tls_ctx_free(other);
+
+    /* An expired leaf: the date it expired on (a day ago, openssl -days -1). */
+    char err[256];
+    struct tls_server_cfg *expired = tt_cfg("expired.pem", "expired.key", err, sizeof(err));
+    assert_non_null(expired);
+    tt_tcp_pair(fds, 0);
+    handshake_pair(loop, F.ctx, expired, io_fd_new(loop, fds[0]), io_fd_new(loop, fds[1]), &o,
+                   &p);
+    print_message("client: %s\n", p.c.why);
+    struct tm tm = {0};
+    const char *rest = strptime(p.c.why, "tls: certificate expired on %Y-%m-%d %H:%M:%S UTC", &tm);
+    assert_non_null(rest);
+    assert_string_equal(rest, "");
+    long long ago = (long long)time(NULL) - (long long)timegm(&tm);
+    assert_true(ago > 86400 - 600 && ago < 86400 + 600);
+    tls_server_cfg_free(expired);
 
     /* No protocol in common: alert 120 (RFC 7301 §3.2). */
     static const char *const foo[] = {"foo"};
