@@ -210,7 +210,8 @@ digits(const unsigned char *p, int n)
 }
 
 /* UTCTime (0x17, YYMMDDHHMMSSZ) or GeneralizedTime (0x18,
- * YYYYMMDDHHMMSSZ), the only forms RFC 5280 §4.1.2.5 allows. */
+ * YYYYMMDDHHMMSSZ), the only forms RFC 5280 §4.1.2.5 allows; years before
+ * 1950 are no certificate's. */
 static int
 der_time(unsigned tag, const unsigned char *v, size_t l, long long *out)
 {
@@ -228,7 +229,7 @@ der_time(unsigned tag, const unsigned char *v, size_t l, long long *out)
     }
     int mon = digits(v, 2), day = digits(v + 2, 2), h = digits(v + 4, 2), m = digits(v + 6, 2),
         s = digits(v + 8, 2);
-    if (year < 0 || mon < 1 || mon > 12 || day < 1 || day > 31 || h < 0 || h > 23 || m < 0 ||
+    if (year < 1950 || mon < 1 || mon > 12 || day < 1 || day > 31 || h < 0 || h > 23 || m < 0 ||
         m > 59 || s < 0 || s > 60 || v[10] != 'Z')
         return -1;
     tm.tm_year = year - 1900;
