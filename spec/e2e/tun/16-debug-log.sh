@@ -2,7 +2,8 @@
 # `chute run --log-level debug` says what happened, a line per step:
 #   a TUN flow's decision (route(), then the decision cache for the next),
 #   a sniffed host, a proxied flow's handshake with its times, a DNS
-#   query's answer, and a reload's diff of the proxies and groups.
+#   query's answer and a DIRECT connect's lookup, and a reload's diff of
+#   the proxies and groups.
 # At info none of these lines appear.
 . "$(dirname "$0")/../outbound/outlib.bash"
 # shellcheck disable=SC2034 # read by lib.sh
@@ -11,7 +12,7 @@ need_root
 need_cmd ss-server
 need_cmd dig
 netns_setup
-servers_start http
+servers_start http dns
 
 ss_start 8501 aes-256-gcm "pw"
 write_bundle() {
@@ -49,6 +50,9 @@ check "a DNS query and its answer"
 ip=$(cli dig @"$SRV4" test.example A +short "${DIG_WAIT[@]}" 2>&1)
 say "test.example A -> $ip"
 assert_log "debug dns: test\.example A: fake-ip NOERROR A $ip$" "the answer line"
+assert_eq "$SHA_SMALL" "$(cli_fetch_sha --max-time 5 "http://$ip:$HTTP_PORT/small")" "a fetch by the fake IP"
+assert_log "debug flow [0-9]+: tcp tun $SRC -> test\.example:$HTTP_PORT: policy=DIRECT" "its decision names the host"
+assert_log "debug dns: test\.example resolved in [0-9]+ ms: 1 address, first $SRV4$" "the DIRECT connect's lookup"
 
 check "a reload's diff"
 write_bundle 'chute.proxy "jp" { type = "socks5", server = "'"$SRV4"'", port = 1080 }
