@@ -244,9 +244,14 @@ carry_over(struct outbound_set *s, const struct outbound_set *prev)
     for (size_t i = 0; i < s->nproxies; i++) {
         const struct outbound_proxy *pp =
             outbound_set_proxy(prev, outbound_set_lookup(prev, s->proxies[i].name));
-        if (pp != NULL) {
-            s->proxies[i].silent = pp->silent;
+        if (pp == NULL)
+            continue;
+        s->proxies[i].silent = pp->silent;
+        /* What it said of the old settings holds only if they stayed (a
+         * new password deserves its own warning). */
+        if (outbound_set_same_proxy(pp, &s->proxies[i])) {
             s->proxies[i].silent_warned = pp->silent_warned;
+            s->proxies[i].last_answer = pp->last_answer;
         }
     }
     for (size_t i = 0; i < s->ngroups; i++) {
