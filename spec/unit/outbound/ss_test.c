@@ -1064,7 +1064,7 @@ test_stream_silent_watch(void **state)
     run_for(loop, 0.05);
     (void)io_read(s, buf, sizeof(buf)); /* the byte is no chunk: EAGAIN, but it was heard */
     assert_int_equal(t.late, 1);
-    assert_non_null(strstr(t.last, "proxy 'hk' answered after 0."));
+    assert_non_null(strstr(t.last, "proxy 'hk' answered after "));
     io_close(s, 1);
     close(sv[1]);
 
@@ -1073,13 +1073,13 @@ test_stream_silent_watch(void **state)
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     s = outbound_ss_stream(io_fd_new(loop, sv[0]), &p, &dst);
-    outbound_ss_watch(s, &env, "hk", 0.1);
+    outbound_ss_watch(s, &env, "hk", 0.3);
     io_read_start(s);
+    ev_now_update(loop);
     assert_int_equal(io_write(s, "GET /", 5), 5);
     assert_int_equal(write(sv[1], "x", 1), 1);
-    run_for(loop, 0.02);
-    (void)io_read(s, buf, sizeof(buf));
-    run_for(loop, 0.2);
+    (void)io_read(s, buf, sizeof(buf)); /* the byte is there: heard at once */
+    run_for(loop, 0.5);
     assert_int_equal(t.silent, 0);
     assert_int_equal(t.late, 0);
     io_close(s, 1);
