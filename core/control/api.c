@@ -32,6 +32,8 @@ proxy_json(struct outbound_set *s, int policy)
         json_array_append_new(hist, json_pack("{s:s,s:i}", "time", "", "delay", e.latency));
     json_t *p = json_pack("{s:s,s:s,s:b,s:b,s:o}", "name", e.name, "type", e.type, "udp", e.udp,
                           "alive", e.alive, "history", hist);
+    if (p != NULL && !e.is_group && policy >= FLOW_POLICY__BUILTIN) /* chute's own */
+        json_object_set_new(p, "silent", json_integer((json_int_t)e.silent));
     if (p != NULL && e.is_group) {
         json_t *all = json_array();
         for (size_t i = 0; i < e.nmembers; i++)

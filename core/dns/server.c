@@ -101,11 +101,12 @@ excluded(const struct dns_server *s, const char *name)
 }
 
 static void
-reply(dns_answer_cb cb, const void *ctx, uint8_t *msg, int len, size_t max)
+reply(dns_answer_cb cb, const void *ctx, uint8_t *msg, int len, size_t max, const char *how)
 {
     if (len <= 0)
         return;
     size_t n = dns_msg_truncate(msg, (size_t)len, max);
+    dns_server_log_answer(msg, n, how);
     cb(ctx, msg, n);
 }
 
@@ -153,13 +154,13 @@ on_forwarded(void *arg, const uint8_t *resp, size_t len, const char *err)
         memcpy(out, resp, len);
         if (!p->edns)
             len = strip_opt(s, out, len);
-        reply(p->cb, p->ctx, out, (int)len, p->max);
+        reply(p->cb, p->ctx, out, (int)len, p->max, "forwarded");
     } else if (dns_msg_parse(&s->msg, p->query, p->qlen) == 0) {
         /* SERVFAIL keeps clients from waiting out their own timeout. */
-        (void)err;
         s->st.servfail++;
         reply(p->cb, p->ctx, s->out,
-              dns_build_error(s->out, sizeof(s->out), &s->msg, DNS_RCODE_SERVFAIL, 0), p->max);
+              dns_build_error(s->out, sizeof(s->out), &s->msg, DNS_RCODE_SERVFAIL, 0), p->max,
+              err != NULL ? err : "upstream failed");
     }
     free(p);
 }
@@ -233,12 +234,12 @@ dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max,
         s->st.formerr++;
         if (q[2] & 0x80) /* a response sent to us: never answer one (loops) */
             return;
-        reply(cb, ctx, s->out, dns_build_formerr(s->out, sizeof(s->out), q, len), max);
+        reply(cb, ctx, s->out, dns_build_formerr(s->out, sizeof(s->out), q, len), max, "malformed");
         return;
     }
     if (DNS_OPCODE(m->flags) != 0) {
         reply(cb, ctx, s->out, dns_build_error(s->out, sizeof(s->out), m, DNS_RCODE_NOTIMP, 0),
-              max);
+              max, "not a query");
         return;
     }
     int addr_q = m->qclass == DNS_CLASS_IN && (m->qtype == DNS_TYPE_A || m->qtype == DNS_TYPE_AAAA);
@@ -246,16 +247,18 @@ dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max,
     if (h != NULL && h->action == DNS_HOOK_BLOCK) {
         s->st.blocked++;
         reply(cb, ctx, s->out,
-              dns_build_error(s->out, sizeof(s->out), m, DNS_RCODE_NXDOMAIN, NEG_TTL), max);
+              dns_build_error(s->out, sizeof(s->out), m, DNS_RCODE_NXDOMAIN, NEG_TTL), max,
+              "blocked by on_dns");
         return;
     }
     if (h != NULL && h->action == DNS_HOOK_ADDRS) {
         s->st.hook_answers++;
         if (addr_q)
-            reply(cb, ctx, s->out, hook_answer(s, m, h), max);
+            reply(cb, ctx, s->out, hook_answer(s, m, h), max, "on_dns");
         else
             reply(cb, ctx, s->out,
-                  dns_build_error(s->out, sizeof(s->out), m, DNS_RCODE_NOERROR, HOOK_TTL), max);
+                  dns_build_error(s->out, sizeof(s->out), m, DNS_RCODE_NOERROR, HOOK_TTL), max,
+                  "on_dns");
         return;
     }
     int fake = s->mode == DNS_MODE_FAKE_IP && m->qname[0] && strchr(m->qname, '.') != NULL &&
@@ -267,14 +270,15 @@ dns_server_query(struct dns_server *s, const uint8_t *q, size_t len, size_t max,
         s->st.fake_answers++;
         s->dirty = 1;
         reply(cb, ctx, s->out, dns_build_addrs(s->out, sizeof(s->out), m, ip, (size_t)n, s->fake_ttl),
-              max);
+              max, "fake-ip");
         return;
     }
     if (fake && m->qclass == DNS_CLASS_IN && m->qtype == DNS_TYPE_HTTPS) {
         /* HTTPS records carry address hints that would bypass the fake IP. */
         s->st.fake_answers++;
         reply(cb, ctx, s->out,
-              dns_build_error(s->out, sizeof(s->out), m, DNS_RCODE_NOERROR, s->fake_ttl), max);
+              dns_build_error(s->out, sizeof(s->out), m, DNS_RCODE_NOERROR, s->fake_ttl), max,
+              "fake-ip: no HTTPS record");
         return;
     }
     forward(s, q, len, max, cb, ctx, ctx_len);

@@ -43,4 +43,8 @@ int dns_server_listen(struct dns_server *s, const struct sockaddr_storage *addr,
                       size_t errlen);
 void dns_server_unlisten(struct dns_server *s);
 
+/* logq.c: logs the answer |msg| (|len| bytes) at debug level, saying
+ * |how| it was made ("fake-ip", "forwarded", ...). */
+void dns_server_log_answer(const uint8_t *msg, size_t len, const char *how);
+
 #endif

@@ -108,6 +108,7 @@ engine_route(struct engine *e, struct flow *f)
         f->rule = "mitm: QUIC blocked";
     }
     name_policy(e, f);
+    flow_log_decided(f);
 }
 
 static int install(struct engine *e, struct script *s, char *err, size_t errlen);
@@ -226,6 +227,7 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     engine_mitm_commit(e, &mitm); /* the old script's hooks are gone from it */
     /* Connections opening through the old set keep it alive until done. */
     struct outbound_set *oldset = e->out.set;
+    outbound_set_log_diff(oldset, set);
     e->out.set = outbound_set_ref(set);
     outbound_set_start(set, &e->out, oldset);
     if (oldset != NULL) {

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "flow/dcache.h"
+#include "log/log.h"
 
 /* Names longer than this are not cached: keeps an entry near 150 bytes. */
 #define NAME_INLINE 55
@@ -142,6 +143,8 @@ flow_dcache_get(struct flow_dcache *c, struct flow *f)
     f->rule = "route (cached)";
     memcpy(f->why, c->e[i].why, sizeof(f->why));
     c->st.hits++;
+    LOG_DEBUG("flow %llu: decision cache hit (entry %u of %zu): route() not called",
+              (unsigned long long)f->id, (unsigned)i, c->size);
     return 1;
 }
 

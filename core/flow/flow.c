@@ -113,6 +113,22 @@ flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *
 }
 
 void
+flow_log_decided(const struct flow *f)
+{
+    if (log_threshold < LOG_LEVEL_DEBUG)
+        return;
+    char src[64], dst[300];
+    flow_sockaddr_format(&f->src, src, sizeof(src));
+    flow_addr_format(&f->dst, dst, sizeof(dst));
+    LOG_DEBUG("flow %llu: %s %s %s -> %s%s%s: policy=%s rule=\"%s%s%s\"",
+              (unsigned long long)f->id, flow_network_name(f->network),
+              flow_inbound_name(f->inbound), src, dst, f->sniffed ? " host=" : "",
+              f->sniffed ? f->sniffed : "",
+              f->policy_name ? f->policy_name : flow_policy_name(f->policy),
+              f->rule ? f->rule : "-", f->why[0] ? " " : "", f->why);
+}
+
+void
 flow_log_connect_failed(const struct flow *f, const char *why)
 {
     char dst[300];

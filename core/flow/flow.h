@@ -198,6 +198,9 @@ void flow_cursor_close(struct flow_table *t, struct flow_cursor *c);
 size_t flow_describe(const struct flow *f, double now, char *buf, size_t len);
 
 /* Logs that |f|'s upstream could not be reached, and why. */
+/* At debug level: how |f| was decided, once route() (or the decision
+ * cache, rule "route (cached)") gave its policy. */
+void flow_log_decided(const struct flow *f);
 void flow_log_connect_failed(const struct flow *f, const char *why);
 
 /* Formatting helpers for logs and the script: "1.2.3.4", "[::1]:80", "name:443". */

@@ -1,4 +1,6 @@
+#include "flow/flow.h"
 #include "flow/sniff.h"
+#include "log/log.h"
 
 int
 flow_sniff_step(const unsigned char *p, size_t len, int eof, char *name, size_t cap)
@@ -16,4 +18,18 @@ flow_sniff_step(const unsigned char *p, size_t len, int eof, char *name, size_t 
         len < FLOW_SNIFF_MAX)
         return 0;
     return 1;
+}
+
+void
+flow_sniff_log(const struct flow *f, const char *name, size_t seen, int timed_out)
+{
+    if (name != NULL)
+        LOG_DEBUG("flow %llu: sniffed host '%s' from the first %zu bytes",
+                  (unsigned long long)f->id, name, seen);
+    else if (timed_out)
+        LOG_DEBUG("flow %llu: sniffed no host: the client sent %zu bytes in %.1f s",
+                  (unsigned long long)f->id, seen, FLOW_SNIFF_WAIT);
+    else
+        LOG_DEBUG("flow %llu: sniffed no host in %zu bytes (neither a TLS SNI nor an HTTP Host)",
+                  (unsigned long long)f->id, seen);
 }

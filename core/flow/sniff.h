@@ -35,6 +35,11 @@ int flow_sniff_is_ip(const char *name);
 /* The sniff step every inbound shares: a flow whose route() asked for the
  * host it lacks keeps its first client bytes, unacknowledged, until they
  * name the host or FLOW_SNIFF_WAIT passes, then is decided again. */
+struct flow;
+/* The sniff step's outcome at debug level: |name| found (NULL: none) in
+ * |seen| bytes, or none before FLOW_SNIFF_WAIT ran out (|timed_out|). */
+void flow_sniff_log(const struct flow *f, const char *name, size_t seen, int timed_out);
+
 #define FLOW_SNIFF_WAIT 0.3   /* seconds for the first bytes (sing-box and mihomo: ~300 ms) */
 #define FLOW_SNIFF_MAX 17000  /* a ClientHello of 16 KiB in records, or an HTTP head */
 

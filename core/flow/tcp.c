@@ -172,14 +172,23 @@ on_sniff_readable(void *arg)
         memcpy(buf + n, iov[i].iov_base, l);
         n += l;
     }
-    if (flow_sniff_step(buf, n, eof, name, sizeof(name)))
+    if (flow_sniff_step(buf, n, eof, name, sizeof(name))) {
+        flow_sniff_log(&x->flow, name[0] ? name : NULL, n, 0);
         sniff_decide(x, name[0] ? name : NULL);
+    }
 }
 
 static void
 on_sniff_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    sniff_decide(w->data, NULL); /* no name in time: decide without one */
+    struct tcp_flow *x = w->data;
+    struct iovec iov[32];
+    size_t n = 0;
+    int k = log_threshold >= LOG_LEVEL_DEBUG ? io_peek(x->client, iov, 32) : 0;
+    for (int i = 0; i < k; i++)
+        n += iov[i].iov_len;
+    flow_sniff_log(&x->flow, NULL, n, 1);
+    sniff_decide(x, NULL); /* no name in time: decide without one */
 }
 
 /* ---- the flow table's calls --------------------------------------------- */

@@ -217,6 +217,7 @@ sniff_step(struct conn *c, int eof)
     char name[256];
     if (!flow_sniff_step(c->sniff, c->sniff_len, eof, name, sizeof(name)))
         return 0;
+    flow_sniff_log(&c->flow, name[0] ? name : NULL, c->sniff_len, 0);
     return sniff_decide(c, name[0] ? name : NULL);
 }
 
@@ -367,6 +368,7 @@ on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct conn *c = CONTAINER(w, struct conn, timer);
     if (c->state == SNIFFING) {
+        flow_sniff_log(&c->flow, NULL, c->sniff_len, 1);
         sniff_decide(c, NULL); /* no name in time: decide without one */
         return;
     }

@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "dns/dns.h"
+#include "log/log.h"
 #include "outbound/outbound.h"
 
 /* RFC 8305 §5: start the next address if the current one has not connected
@@ -32,6 +34,8 @@ struct outbound_connect {
     size_t naddrs, next, pending;
     struct sockaddr_storage addrs[DNS_MAX_ADDRS];
     struct attempt att[DNS_MAX_ADDRS];
+    double t0;            /* debug level only: when the name went to the resolver */
+    char name[FLOW_NAME_MAX + 1];
 };
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
@@ -179,11 +183,32 @@ on_deliver(struct ev_loop *loop, ev_idle *w, int revents)
     fail_or_wait(c);
 }
 
+/* At debug level: what the name a DIRECT flow connects to resolved to. */
+static void
+log_resolved(const struct outbound_connect *c, const char *err,
+             const struct sockaddr_storage *addrs, size_t n)
+{
+    double ms = (ev_now(c->loop) - c->t0) * 1000;
+    char first[INET6_ADDRSTRLEN] = "?";
+    if (err != NULL || n == 0) {
+        LOG_DEBUG("dns: %s: %s after %.0f ms", c->name, err ? err : "no address", ms);
+        return;
+    }
+    const void *a = addrs[0].ss_family == AF_INET
+                        ? (const void *)&((const struct sockaddr_in *)&addrs[0])->sin_addr
+                        : (const void *)&((const struct sockaddr_in6 *)&addrs[0])->sin6_addr;
+    inet_ntop(addrs[0].ss_family, a, first, sizeof(first));
+    LOG_DEBUG("dns: %s resolved in %.0f ms: %zu address%s, first %s", c->name, ms, n,
+              n == 1 ? "" : "es", first);
+}
+
 static void
 on_resolved(void *arg, const char *err, const struct sockaddr_storage *addrs, size_t n)
 {
     struct outbound_connect *c = arg;
     c->query = NULL;
+    if (log_threshold >= LOG_LEVEL_DEBUG)
+        log_resolved(c, err, addrs, n);
     if (err != NULL) {
         finish(c, -1, EHOSTUNREACH, err);
         return;
@@ -221,6 +246,10 @@ outbound_direct_connect(const struct outbound_env *env, const struct flow_addr *
     if (dst->kind == FLOW_ADDR_NAME) {
         /* The port rides in addrs[0] until the addresses arrive. */
         ((struct sockaddr_in *)&c->addrs[0])->sin_port = htons(dst->port);
+        if (log_threshold >= LOG_LEVEL_DEBUG) {
+            c->t0 = ev_now(c->loop);
+            snprintf(c->name, sizeof(c->name), "%.*s", (int)dst->name_len, dst->name);
+        }
         c->query = dns_resolve(env->dns, dst->name, on_resolved, c);
         if (c->query == NULL) {
             stop_all(c);

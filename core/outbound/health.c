@@ -282,10 +282,17 @@ on_open(void *arg, const struct outbound_result *r)
     send_more(c);
 }
 
+/* A Shadowsocks server that took the whole request and said nothing is
+ * most likely refusing our key (it answers a wrong one with silence). */
 static void
 on_limit(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    finish(CONTAINER(w, struct health_check, limit), -1, "timeout");
+    struct health_check *c = CONTAINER(w, struct health_check, limit);
+    const struct outbound_proxy *p =
+        outbound_set_proxy(c->set, c->set->groups[c->g].m[c->m].policy);
+    int silent = c->stream != NULL && c->sent == hg_of(c)->req_len && c->got == 0 && p != NULL &&
+                 p->type == OUTBOUND_SHADOWSOCKS;
+    finish(c, -1, silent ? "no answer to the request: wrong password or cipher?" : "timeout");
 }
 
 static void

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "flow/addr.h"
+#include "log/log.h"
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
 #include "outbound/set.h"
@@ -43,6 +44,7 @@ struct outbound_open {
     uint8_t *extra;                /* the proxy's early bytes, until delivered */
     int udp;                       /* Trojan: UDP ASSOCIATE instead of CONNECT */
     int pooled;                    /* the transport came from a pool (SOCKS5: greeted) */
+    double t0, t_transport;        /* ev_now at the start; when the transport was up (0: not) */
     outbound_open_cb cb;
     void *arg;
 };
@@ -99,13 +101,49 @@ proxy_fault(const struct outbound_open *o, int err)
     return err != ECONNREFUSED && err != EHOSTUNREACH && err != ENETUNREACH && err != ETIMEDOUT;
 }
 
+static const char *const proto_names[] = {
+    [OUTBOUND_SOCKS5] = "socks5",
+    [OUTBOUND_HTTP] = "http",
+    [OUTBOUND_SHADOWSOCKS] = "shadowsocks",
+    [OUTBOUND_TROJAN] = "trojan",
+};
+
+/* A proxy's part of the open, at debug level: how long its server took
+ * to connect (TLS included) and its handshake to answer. */
+static void
+log_open(const struct outbound_open *o)
+{
+    char dst[300];
+    double now = ev_now(o->env->loop);
+    flow_addr_format(&o->dst, dst, sizeof(dst));
+    const char *what = "the proxy replied: open";
+    if (o->res.err != 0)
+        what = o->res.why;
+    else if (o->p->type == OUTBOUND_SHADOWSOCKS)
+        what = "ready (the request rides the first bytes)";
+    else if (o->p->type == OUTBOUND_TROJAN)
+        what = "ready (the header goes with the first bytes)";
+    if (o->t_transport > 0)
+        LOG_DEBUG("proxy '%s' (%s) to %s: %s after %.0f ms (%s server up in %.0f ms)", o->res.via,
+                  proto_names[o->p->type], dst, what ? what : "?", (now - o->t0) * 1000,
+                  o->pooled ? "pooled" : "its", (o->t_transport - o->t0) * 1000);
+    else
+        LOG_DEBUG("proxy '%s' (%s) to %s: %s after %.0f ms", o->res.via, proto_names[o->p->type],
+                  dst, what ? what : "?", (now - o->t0) * 1000);
+}
+
 /* The callback runs with |o| stopped but not yet freed: r.extra points into
  * it. The set outlives the callback too: r.via points into it. */
 static void
 deliver(struct outbound_open *o)
 {
-    if (o->set != NULL && o->p != NULL)
-        outbound_set_report(o->set, o->policy, proxy_fault(o, o->res.err));
+    if (o->p != NULL && log_threshold >= LOG_LEVEL_DEBUG)
+        log_open(o);
+    /* A Shadowsocks stream works once the server answers (ss.c's watch
+     * reports it): a wrong key looks like success here. */
+    int failed = proxy_fault(o, o->res.err);
+    if (o->set != NULL && o->p != NULL && (failed || o->p->type != OUTBOUND_SHADOWSOCKS))
+        outbound_set_report(o->set, o->policy, failed);
     stop(o);
     o->cb(o->arg, &o->res);
     release(o);
@@ -201,10 +239,12 @@ start_ss(struct outbound_open *o, struct io_stream *transport)
 {
     struct io_stream *s = outbound_ss_stream(transport, o->p, &o->dst);
 
-    if (s == NULL)
+    if (s == NULL) {
         fail(o, ENOMEM, "out of memory");
-    else
-        deliver_stream(o, s);
+        return;
+    }
+    outbound_ss_watch(s, o->env, o->res.via, OUTBOUND_SILENT_DEADLINE);
+    deliver_stream(o, s);
 }
 
 static void
@@ -271,6 +311,7 @@ on_transport(void *arg, struct io_stream *s, int err, const char *why)
         fail(o, err, why);
         return;
     }
+    o->t_transport = ev_now(o->env->loop);
     o->state = O_HANDSHAKE;
     o->proto->start(o, s);
 }
@@ -307,6 +348,7 @@ outbound_open(const struct outbound_env *env, int policy, const struct flow_addr
     o->dst = *dst;
     ev_timer_init(&o->timer, on_timeout, timeout, 0);
     ev_idle_init(&o->later, on_later);
+    o->t0 = ev_now(env->loop);
     o->policy = policy;
     if (env->set != NULL) {
         o->set = outbound_set_ref(env->set);

@@ -20,6 +20,7 @@
 #include "pool/pool.h"
 
 struct tls_ctx;
+struct outbound_env;
 
 enum outbound_proto {
     OUTBOUND_SOCKS5 = 0,
@@ -55,6 +56,12 @@ struct outbound_proxy {
      * proxies (Trojan, https), whose handshakes cost the most. */
     struct pool_opts pool;
     char where[96];                /* "main.lua:12": where the bundle declared it */
+    /* Run time, the set's (zero at load): flows whose request got no byte
+     * back in time (silent.c), and whether that was said at warn since the
+     * proxy last answered. */
+    uint64_t silent;
+    int silent_warned;
+    double last_answer; /* ev_now of its last first byte to a flow (0: none yet) */
 };
 
 /* A handshake in progress on a stream. The callback fires exactly once
@@ -101,6 +108,32 @@ void outbound_hs_cancel(struct outbound_hs *h);
  * of memory (|inner| closed). */
 struct io_stream *outbound_ss_stream(struct io_stream *inner, const struct outbound_proxy *p,
                                      const struct flow_addr *dst);
+
+/* ss.c: watches |s| (an outbound_ss_stream) for a server that never
+ * answers: a Shadowsocks server meets a wrong key with silence. Once the
+ * request is out, no byte back within |deadline| seconds is reported
+ * (outbound_silent_report) and the flow goes on; the first byte reports
+ * the proxy as working. |env| must outlive the stream's reading (the
+ * engine's, or a health check's that closes its stream first); |name| is
+ * the proxy's interned name. Call it before the first write. */
+void outbound_ss_watch(struct io_stream *s, const struct outbound_env *env, const char *name,
+                       double deadline);
+#define OUTBOUND_SILENT_DEADLINE 5.0
+
+/* silent.c: what the watch found, for proxy |name| of env->set now (the
+ * set may have been reloaded since the flow began). Silence for |secs|
+ * since the request went out at |since| (ev_now): when the proxy answered
+ * another flow since then, the key works and only this destination is
+ * slow (said at debug); else logged ("no byte from proxy 'hk' in 5.0 s
+ * after the request: wrong password or cipher?", at warn once until the
+ * proxy answers again), counted (the set's proxy_silent, the proxy's own),
+ * and the proxy marked down in its groups with its next check brought
+ * forward. An answer (|late|: after the silence was reported) marks it
+ * working. */
+void outbound_silent_report(const struct outbound_env *env, const char *name, double secs,
+                            double since);
+void outbound_silent_answered(const struct outbound_env *env, const char *name, double secs,
+                              int late);
 
 /* ss.c, UDP: each datagram sealed on its own with a fresh salt.
  * Seal: [salt][AEAD([addr of dst][payload])][tag] into |out|; returns the

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "flow/addr.h"
+#include "log/log.h"
 #include "outbound/set_int.h"
 #include "tls/tls.h"
 
@@ -240,6 +241,19 @@ member_index(const struct outbound_set *s, const struct group *g, const char *na
 static void
 carry_over(struct outbound_set *s, const struct outbound_set *prev)
 {
+    for (size_t i = 0; i < s->nproxies; i++) {
+        const struct outbound_proxy *pp =
+            outbound_set_proxy(prev, outbound_set_lookup(prev, s->proxies[i].name));
+        if (pp == NULL)
+            continue;
+        s->proxies[i].silent = pp->silent;
+        /* What it said of the old settings holds only if they stayed (a
+         * new password deserves its own warning). */
+        if (outbound_set_same_proxy(pp, &s->proxies[i])) {
+            s->proxies[i].silent_warned = pp->silent_warned;
+            s->proxies[i].last_answer = pp->last_answer;
+        }
+    }
     for (size_t i = 0; i < s->ngroups; i++) {
         struct group *g = &s->groups[i];
         const struct group *pg = group_of(prev, outbound_set_lookup(prev, g->cfg.name));
@@ -377,6 +391,23 @@ expire(const struct outbound_set *s, struct group *g)
     return changed;
 }
 
+/* A group moves from member |from| to |to|: counted, and said at info
+ * (a user wants to know why traffic now leaves elsewhere). */
+static void
+switched(struct outbound_set *s, const struct group *g, int from, int to)
+{
+    const struct member *f = &g->m[from], *t = &g->m[to];
+    s->st.switches++;
+    if (f->health == HEALTH_DOWN)
+        LOG_INFO("group '%s': now '%s', was '%s' (down: %s)", g->cfg.name,
+                 outbound_set_name(s, t->policy), outbound_set_name(s, f->policy),
+                 f->error[0] ? f->error : "?");
+    else
+        LOG_INFO("group '%s': now '%s' (%d ms), was '%s' (%d ms)", g->cfg.name,
+                 outbound_set_name(s, t->policy), t->latency, outbound_set_name(s, f->policy),
+                 f->latency);
+}
+
 /* url-test: the fastest healthy member, but leave the current one only for
  * a member faster by more than the tolerance, so that jitter between two
  * close members does not flap the choice. */
@@ -401,7 +432,7 @@ urltest_eval(struct outbound_set *s, struct group *g)
         next = best;
     }
     if (cur >= 0 && next != cur)
-        s->st.switches++;
+        switched(s, g, cur, next);
     g->cur = next;
 }
 
@@ -467,7 +498,7 @@ pick_member(struct outbound_set *s, struct group *g, const struct flow_addr *dst
     case OUTBOUND_GROUP_FALLBACK: {
         int i = first_healthy(g);
         if (g->cur >= 0 && i != g->cur)
-            s->st.switches++;
+            switched(s, g, g->cur, i);
         g->cur = i;
         return i;
     }
@@ -530,6 +561,12 @@ outbound_set_select(struct outbound_set *s, const char *group, const char *membe
 void
 outbound_set_report(struct outbound_set *s, int policy, int failed)
 {
+    outbound_set_report_why(s, policy, failed, "connection failed");
+}
+
+void
+outbound_set_report_why(struct outbound_set *s, int policy, int failed, const char *why)
+{
     if (s->owner != NULL || policy < 0 || (size_t)policy >= FLOW_POLICY__BUILTIN + s->nproxies)
         return;
     for (size_t u = s->use_at[policy]; u < s->use_at[policy + 1]; u++) {
@@ -540,7 +577,7 @@ outbound_set_report(struct outbound_set *s, int policy, int failed)
             if (m->health != HEALTH_DOWN)
                 outbound_set_pool_drain(s, policy); /* a member marked down drops its pool */
             m->health = HEALTH_DOWN;
-            snprintf(m->error, sizeof(m->error), "connection failed");
+            snprintf(m->error, sizeof(m->error), "%s", why);
             if (g->hg != NULL)
                 outbound_set_health_recheck(s, i, j);
             else if (s->env != NULL)
@@ -562,6 +599,12 @@ outbound_set_check_result(struct outbound_set *s, size_t g, size_t m, int ms, co
     struct member *mb = &gr->m[m];
     s->st.checks++;
     mb->retry_at = 0;
+    if (ms >= 0)
+        LOG_DEBUG("health: group '%s' via '%s': up, %d ms", gr->cfg.name,
+                  outbound_set_name(s, mb->policy), ms);
+    else
+        LOG_DEBUG("health: group '%s' via '%s': down: %s", gr->cfg.name,
+                  outbound_set_name(s, mb->policy), err != NULL ? err : "check failed");
     if (ms < 0) {
         if (mb->health != HEALTH_DOWN)
             outbound_set_pool_drain(s, mb->policy);

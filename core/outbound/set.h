@@ -60,6 +60,10 @@ void outbound_set_unref(struct outbound_set *s);
  * settings did not change (|prev| loses them: its stop drains the rest). */
 void outbound_set_start(struct outbound_set *s, const struct outbound_env *env,
                         const struct outbound_set *prev);
+/* set_diff.c: says what a reload changed from |was| to |now| ("reload:
+ * proxies +jp -hk ~sg; groups +auto"), at info; at debug when nothing did.
+ * Either NULL: nothing. */
+void outbound_set_log_diff(const struct outbound_set *was, const struct outbound_set *now);
 /* Stops the checks and frees the set's connection pools. */
 void outbound_set_stop(struct outbound_set *s);
 
@@ -85,6 +89,9 @@ int outbound_set_select(struct outbound_set *s, const char *group, const char *m
 /* A connection through proxy |policy| failed (1) or worked (0): feeds the
  * health state between checks. */
 void outbound_set_report(struct outbound_set *s, int policy, int failed);
+/* The same with the reason a failure shows in the groups ("connection
+ * failed" above; |why| is copied, cut to 63 bytes). */
+void outbound_set_report_why(struct outbound_set *s, int policy, int failed, const char *why);
 
 /* One line per group for the stats log: "auto=url-test:hk hk=12ms jp=down". */
 void outbound_set_describe(const struct outbound_set *s, char *buf, size_t len);
@@ -110,6 +117,7 @@ struct outbound_set_entry {
     int now;               /* groups: the member in use now (a policy id), -1 none yet */
     int alive;             /* 0 when a check or a connection marked it down */
     int latency;           /* ms of the last good check through it, -1 none */
+    uint64_t silent;       /* proxies: requests it never answered (outbound_ss_watch) */
 };
 size_t outbound_set_count(const struct outbound_set *s);
 /* Fills |out| for |policy|: 0, or -1 for an id out of range. */
@@ -119,7 +127,8 @@ int outbound_set_entry(const struct outbound_set *s, int policy, struct outbound
 #define OUTBOUND_SET_STATS(X)                                                                      \
     X(checks, health_checks)           /* health checks run */                                     \
     X(check_failures, health_failures)                                                             \
-    X(switches, group_switches)        /* times a group changed the member it uses */
+    X(switches, group_switches)        /* times a group changed the member it uses */             \
+    X(silent, proxy_silent)            /* requests no byte came back for (silent.c) */
 
 struct outbound_set_stats {
 #define X(field, key) uint64_t field;

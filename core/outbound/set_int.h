@@ -77,6 +77,10 @@ struct pool *outbound_set_pool(struct outbound_set *s, int policy);
 /* A reload: takes over the pools of |prev|'s proxies that are the same
  * (same name, same settings) in |s|. */
 void outbound_set_pools_carry(struct outbound_set *s, struct outbound_set *prev);
+/* Whether a connection made for |a| is as good for |b|: same server,
+ * credentials, TLS and pool settings (never for proxies with a CA file of
+ * their own: the file may have changed). */
+int outbound_set_same_proxy(const struct outbound_proxy *a, const struct outbound_proxy *b);
 /* Frees every pool (the set stops). */
 void outbound_set_pools_drop(struct outbound_set *s);
 /* A group marked proxy |policy| down: its idle connections go. */

@@ -193,8 +193,8 @@ outbound_set_pool(struct outbound_set *s, int policy)
 /* Whether a connection made for |a| is as good for |b|: same server, same
  * credentials, same TLS settings, same pool settings. Proxies with a CA
  * file of their own never match (the file may have changed). */
-static int
-same_proxy(const struct outbound_proxy *a, const struct outbound_proxy *b)
+int
+outbound_set_same_proxy(const struct outbound_proxy *a, const struct outbound_proxy *b)
 {
     char ha[FLOW_NAME_MAX + 1], hb[FLOW_NAME_MAX + 1];
 
@@ -220,7 +220,8 @@ outbound_set_pools_carry(struct outbound_set *s, struct outbound_set *prev)
         if (id < FLOW_POLICY__BUILTIN || (size_t)id - FLOW_POLICY__BUILTIN >= prev->nproxies)
             continue;
         struct pool_slot *old = &prev->pools[id - FLOW_POLICY__BUILTIN];
-        if (old->pool == NULL || !same_proxy(&prev->proxies[old->idx], &s->proxies[j]) ||
+        if (old->pool == NULL ||
+            !outbound_set_same_proxy(&prev->proxies[old->idx], &s->proxies[j]) ||
             ensure_slots(s) != 0)
             continue;
         s->pools[j].pool = old->pool;

@@ -71,6 +71,7 @@ outbound_set_entry(const struct outbound_set *s, int policy, struct outbound_set
     if (i < s->nproxies) {
         out->type = proxy_type(&s->proxies[i]);
         out->udp = s->proxies[i].udp;
+        out->silent = s->proxies[i].silent;
         member_health(s, policy, out);
         return 0;
     }

@@ -39,6 +39,13 @@ struct ss_stream {
     int closing;     /* closed by the owner; the last sealed bytes still go out */
     int fin_due;     /* the FIN may go once the buffer is out */
     ev_timer quiet;  /* after shutdown: the FIN waits for the server to go quiet */
+    /* outbound_ss_watch (env NULL: not watched): armed when the request
+     * goes out, stopped by the first byte back. */
+    ev_timer silent;
+    const struct outbound_env *env;
+    const char *name;
+    double deadline, sent_at;
+    int armed, answered, reported;
     struct ss_encoder enc;
     struct ss_decoder dec;
     /* out[off, end): sealed bytes not yet sent. */
@@ -115,6 +122,37 @@ out_need(const struct ss_stream *s, size_t total)
 
 static void finish_close(struct ss_stream *s);
 
+/* The request is sealed: the server owes a byte. Not the header alone: a
+ * browser's preconnected socket may stay quiet for long, and a server
+ * that speaks first would answer a right key at once anyway. */
+static void
+arm_watch(struct ss_stream *s)
+{
+    if (s->env == NULL || s->armed)
+        return;
+    s->armed = 1;
+    s->sent_at = ev_now(s->base.loop);
+    ev_timer_set(&s->silent, s->deadline, 0);
+    ev_timer_start(s->base.loop, &s->silent);
+}
+
+static void
+on_silent(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct ss_stream *s = (struct ss_stream *)((char *)w - offsetof(struct ss_stream, silent));
+
+    s->reported = 1; /* the flow goes on: a slow server may answer yet */
+    outbound_silent_report(s->env, s->name, s->deadline, s->sent_at);
+}
+
+static void
+answered(struct ss_stream *s)
+{
+    s->answered = 1;
+    ev_timer_stop(s->base.loop, &s->silent);
+    outbound_silent_answered(s->env, s->name, ev_now(s->base.loop) - s->sent_at, s->reported);
+}
+
 static void
 on_inner_drain(void *arg)
 {
@@ -190,6 +228,7 @@ ss_writev(struct io_stream *base, const struct iovec *iov, int iovcnt)
     }
     s->blocked = 0;
     s->out_end += ss_encoder_seal(&s->enc, s->out + s->out_end, room, iov, iovcnt, &taken);
+    arm_watch(s);
     if (flush(s) != 0) {
         errno = s->err;
         return -1;
@@ -301,6 +340,8 @@ ss_read(struct io_stream *base, void *buf, size_t len)
             return 0;
         }
         s->in_end += (size_t)n;
+        if (s->armed && !s->answered)
+            answered(s);
         if (open_chunks(s) != 0)
             continue;
     }
@@ -397,6 +438,7 @@ on_quiet(struct ev_loop *loop, ev_timer *w, int revents)
 static void
 finish_close(struct ss_stream *s)
 {
+    ev_timer_stop(s->base.loop, &s->silent);
     ev_timer_stop(s->base.loop, &s->quiet);
     ev_timer_stop(s->base.loop, &s->hdr);
     io_soon_cancel(s->base.loop, &s->kick);
@@ -411,6 +453,7 @@ ss_close(struct io_stream *base, int reset)
 
     ev_timer_stop(base->loop, &s->hdr);
     ev_timer_stop(base->loop, &s->quiet);
+    ev_timer_stop(base->loop, &s->silent); /* env may go with the owner */
     io_soon_cancel(base->loop, &s->kick);
     s->fin_due = 1;
     if (reset) {
@@ -467,8 +510,20 @@ outbound_ss_stream(struct io_stream *inner, const struct outbound_proxy *p,
     ev_timer_init(&s->hdr, on_header_timer, HEADER_DELAY, 0.);
     ev_init(&s->quiet, on_quiet);
     s->quiet.repeat = SS_QUIET_FIN;
+    ev_init(&s->silent, on_silent);
     ev_timer_start(loop, &s->hdr);
     return &s->base;
+}
+
+void
+outbound_ss_watch(struct io_stream *base, const struct outbound_env *env, const char *name,
+                  double deadline)
+{
+    struct ss_stream *s = SS(base);
+
+    s->env = env;
+    s->name = name;
+    s->deadline = deadline;
 }
 
 ssize_t

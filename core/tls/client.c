@@ -28,26 +28,51 @@ struct tls_client {
 
 #define CLIENT_OF(conn) ((struct tls_client *)(void *)(conn))
 
+/* "certificate expired on <date>" for the chain's first certificate out
+ * of its dates, when the check saw one. */
+static const char *
+expired_why(struct tls_client *c)
+{
+    const struct tls_x509 *w = &c->xw;
+    char date[40];
+    if (w->bad_time_cert < 0)
+        return "tls: certificate expired or not yet valid";
+    tls_time_text(w->bad_time, date, sizeof(date));
+    const char *which = w->bad_time_cert == 0 ? "certificate" : "a CA certificate in the chain";
+    if (w->bad_time_future)
+        snprintf(c->c.why, sizeof(c->c.why),
+                 "tls: %s not valid before %s (is this machine's clock right?)", which, date);
+    else
+        snprintf(c->c.why, sizeof(c->c.why), "tls: %s expired on %s", which, date);
+    return c->c.why;
+}
+
 /* Errno and reason for an engine that closed during the handshake. */
 static int
-client_reason(int e, char *buf, size_t n, const char **why)
+client_reason(struct tls_conn *conn, int e, const char **why)
 {
     switch (e) {
     case BR_ERR_RECV_FATAL_ALERT + BR_ALERT_PROTOCOL_VERSION:
         *why = "tls: server requires TLS 1.3 (BearSSL 0.6 speaks TLS 1.2 only)";
         return EPROTONOSUPPORT;
-    case BR_ERR_X509_NOT_TRUSTED:
-        *why = "tls: certificate not trusted";
+    case BR_ERR_X509_EXPIRED:
+        *why = expired_why(CLIENT_OF(conn));
         return EPROTO;
     case BR_ERR_X509_BAD_SERVER_NAME:
-        *why = "tls: certificate is for another name";
-        return EPROTO;
-    case BR_ERR_X509_EXPIRED:
-        *why = "tls: certificate expired";
+        snprintf(conn->why, sizeof(conn->why),
+                 "tls: host name does not match the certificate (it is not for '%.80s')",
+                 CLIENT_OF(conn)->host);
+        *why = conn->why;
         return EPROTO;
     default:
-        return tls_conn_reason(e, buf, n, why);
+        return tls_conn_reason(conn, e, why);
     }
+}
+
+static const char *
+client_peer(const struct tls_conn *conn)
+{
+    return ((const struct tls_client *)(const void *)conn)->host;
 }
 
 static void
@@ -93,6 +118,8 @@ static const struct tls_conn_role client_role = {
     .failed = client_failed,
     .reason = client_reason,
     .destroy = client_destroy,
+    .name = "client",
+    .peer = client_peer,
 };
 
 /* Fills |ip| when |host| is an IP literal ("[::1]" too); its length or 0. */

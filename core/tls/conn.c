@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log/log.h"
 #include "tls/tls_int.h"
 
 /* The record pump both roles share. BearSSL's engine is sans-I/O (records
@@ -41,14 +42,33 @@ would_block(int e)
 }
 
 int
-tls_conn_reason(int e, char *buf, size_t n, const char **why)
+tls_conn_reason(struct tls_conn *c, int e, const char **why)
 {
+    int server = c->role->first_record != NULL;
+    size_t seen = c->rec_have < sizeof(c->hdr) ? c->rec_have : sizeof(c->hdr);
+    char text[128];
+    const char *s;
     if (e == BR_ERR_OK) {
         *why = tls_closed_why;
         return ECONNRESET;
     }
-    snprintf(buf, n, "tls: handshake failed (BearSSL error %d)", e);
-    *why = buf;
+    /* Which bytes came decides between "not TLS" and a TLS-level reason:
+     * BearSSL reports a plain-text answer as a bad version (3), type or
+     * length. */
+    if ((e == BR_ERR_UNSUPPORTED_VERSION || e == BR_ERR_UNKNOWN_TYPE || e == BR_ERR_BAD_LENGTH ||
+         e == BR_ERR_TOO_LARGE) &&
+        seen > 0 && tls_bytes_not_tls(c->hdr, seen))
+        s = server ? "the client did not speak TLS (got bytes that are not a TLS record: "
+                     "plain HTTP to a TLS port?)"
+                   : "the server did not speak TLS (got bytes that are not a TLS record: "
+                     "is this a plain port?)";
+    else
+        s = tls_error_sentence(e, server, text, sizeof(text));
+    if (s != NULL)
+        snprintf(c->why, sizeof(c->why), "tls: %s", s);
+    else
+        snprintf(c->why, sizeof(c->why), "tls: handshake failed (BearSSL error %d)", e);
+    *why = c->why;
     return EPROTO;
 }
 
@@ -130,16 +150,54 @@ read_records(struct tls_conn *c)
     if (buf == NULL)
         return fail_with(EAGAIN);
     ssize_t n = io_read(c->s.inner, buf, len);
-    if (n > 0)
+    if (n > 0) {
+        if (c->rec_have < sizeof(c->hdr)) { /* a client's first bytes (tls_conn_reason) */
+            size_t k = sizeof(c->hdr) - c->rec_have < (size_t)n ? sizeof(c->hdr) - c->rec_have
+                                                                : (size_t)n;
+            memcpy(c->hdr + c->rec_have, buf, k);
+            c->rec_have += k;
+        }
         br_ssl_engine_recvrec_ack(c->eng, (size_t)n);
+    }
     return n;
 }
 
 /* ---- handshake ---------------------------------------------------------- */
 
+static const char *
+suite_name(uint16_t id)
+{
+    switch (id) {
+    case BR_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256:
+        return "ECDHE-ECDSA-AES128-GCM-SHA256";
+    case BR_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256:
+        return "ECDHE-RSA-AES128-GCM-SHA256";
+    case BR_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384:
+        return "ECDHE-ECDSA-AES256-GCM-SHA384";
+    case BR_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:
+        return "ECDHE-RSA-AES256-GCM-SHA384";
+    case BR_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256:
+        return "ECDHE-ECDSA-CHACHA20-POLY1305";
+    case BR_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256:
+        return "ECDHE-RSA-CHACHA20-POLY1305";
+    case BR_TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256:
+        return "ECDHE-RSA-AES128-SHA256";
+    default:
+        return "?";
+    }
+}
+
+static double
+hs_ms(const struct tls_conn *c)
+{
+    return (ev_now(c->s.loop) - c->t0) * 1000;
+}
+
 static void
 hs_fail(struct tls_conn *c, int err, const char *why)
 {
+    LOG_DEBUG("tls: %s handshake with '%s' failed after %.0f ms: %s", c->role->name,
+              c->role->peer(c), hs_ms(c), why);
     c->role->failed(c, err);
     io_soon_cancel(c->s.loop, &c->kick);
     io_close(c->s.inner, 0);
@@ -169,6 +227,12 @@ hs_done(struct tls_conn *c)
     c->resumed = c->offered_len != 0 && p.session_id_len == c->offered_len &&
                  memcmp(p.session_id, c->offered_id, c->offered_len) == 0;
     c->role->done(c, &p);
+    if (log_threshold >= LOG_LEVEL_DEBUG) {
+        const char *alpn = br_ssl_engine_get_selected_protocol(c->eng);
+        LOG_DEBUG("tls: %s handshake with '%s' done in %.0f ms: TLS 1.2 %s, alpn %s, %s",
+                  c->role->name, c->role->peer(c), hs_ms(c), suite_name(p.cipher_suite),
+                  alpn ? alpn : "none", c->resumed ? "session resumed" : "new session");
+    }
     explicit_bzero(&p, sizeof(p));
     c->hs = 0;
     c->s.ops = &tls_stream_ops;
@@ -191,8 +255,7 @@ hs_step(struct tls_conn *c)
         unsigned st = br_ssl_engine_current_state(c->eng);
         if (st & BR_SSL_CLOSED) {
             const char *why;
-            int err = c->role->reason(br_ssl_engine_last_error(c->eng), c->why, sizeof(c->why),
-                                      &why);
+            int err = c->role->reason(c, br_ssl_engine_last_error(c->eng), &why);
             hs_fail(c, err, why);
             return;
         }
@@ -227,7 +290,7 @@ hs_step(struct tls_conn *c)
         const char *why = NULL;
         int e = br_ssl_engine_last_error(c->eng);
         /* Two statements: the arguments' order of evaluation is unspecified. */
-        int err = c->role->reason(e ? e : BR_ERR_BAD_STATE, c->why, sizeof(c->why), &why);
+        int err = c->role->reason(c, e ? e : BR_ERR_BAD_STATE, &why);
         hs_fail(c, err, why);
         return;
     }
@@ -558,6 +621,7 @@ tls_conn_start(struct tls_conn *c, const struct tls_conn_role *role, br_ssl_engi
     c->s.inner = inner;
     c->s.loop = inner->loop;
     c->hs = 1;
+    c->t0 = ev_now(inner->loop);
     c->peek = role->first_record != NULL;
     io_soon_init(&c->kick, on_kick, c);
     ev_timer_init(&c->quiet, on_quiet, 0, QUIET_CLOSE);

@@ -289,7 +289,7 @@ server_first_record(struct tls_conn *c, const unsigned char *rec, size_t len)
 }
 
 static int
-server_reason(int e, char *buf, size_t n, const char **why)
+server_reason(struct tls_conn *c, int e, const char **why)
 {
     switch (e) {
     case BR_ERR_SEND_FATAL_ALERT + BR_ALERT_HANDSHAKE_FAILURE:
@@ -304,13 +304,20 @@ server_reason(int e, char *buf, size_t n, const char **why)
     case BR_ERR_RECV_FATAL_ALERT + BR_ALERT_CERTIFICATE_EXPIRED:
     case BR_ERR_RECV_FATAL_ALERT + BR_ALERT_CERTIFICATE_UNKNOWN:
     case BR_ERR_RECV_FATAL_ALERT + BR_ALERT_UNKNOWN_CA:
-        snprintf(buf, n, "tls: client does not trust our certificate (alert %d)",
+        snprintf(c->why, sizeof(c->why), "tls: client does not trust our certificate (alert %d)",
                  e - BR_ERR_RECV_FATAL_ALERT);
-        *why = buf;
+        *why = c->why;
         return EPROTO;
     default:
-        return tls_conn_reason(e, buf, n, why);
+        return tls_conn_reason(c, e, why);
     }
+}
+
+/* The name the client asked for (SNI), "" for none. */
+static const char *
+server_peer(const struct tls_conn *c)
+{
+    return br_ssl_engine_get_server_name(c->eng);
 }
 
 static void
@@ -344,6 +351,8 @@ static const struct tls_conn_role server_role = {
     .reason = server_reason,
     .first_record = server_first_record,
     .destroy = server_destroy,
+    .name = "server",
+    .peer = server_peer,
 };
 
 /* ECDHE-ECDSA AEAD only (an EC key signs; static ECDH and CBC are out),

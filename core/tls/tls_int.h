@@ -25,15 +25,19 @@ struct tls_conn_role {
     /* It failed with |err|; the inner stream is about to be closed. */
     void (*failed)(struct tls_conn *c, int err);
     /* errno and reason for an engine that closed with |e| during the
-     * handshake; may format into |buf| (it lives until the callback
+     * handshake; may format into c->why (it lives until the callback
      * returns) or defer to tls_conn_reason(). */
-    int (*reason)(int e, char *buf, size_t n, const char **why);
+    int (*reason)(struct tls_conn *c, int e, const char **why);
     /* NULL, or called once with the first record the peer sent (header
      * included, whole unless |len| < 5 + its length) before the engine
      * sees any of it: the server reads the ClientHello there. */
     void (*first_record)(struct tls_conn *c, const unsigned char *rec, size_t len);
     /* Frees the whole object (wiping the keys). */
     void (*destroy)(struct tls_conn *c);
+    /* "client" or "server", and the peer's name (the host, the SNI; may
+     * be ""), for the debug log. */
+    const char *name;
+    const char *(*peer)(const struct tls_conn *c);
 };
 
 struct tls_conn {
@@ -55,7 +59,9 @@ struct tls_conn {
     unsigned ieof : 1;         /* the inner stream ended */
     unsigned shut : 1, shut_done : 1, notified : 1; /* notified: our close_notify is queued */
     unsigned want_drain : 1, lingering : 1, resumed : 1;
-    /* The first record, held until it is whole (first_record only). */
+    /* The first record, held until it is whole (first_record only); a
+     * client keeps the first bytes it got in hdr too (rec_have of them),
+     * to tell a peer that speaks no TLS at all. */
     unsigned peek : 1;
     unsigned char hdr[5];
     unsigned char *rec;
@@ -64,7 +70,8 @@ struct tls_conn {
      * has no "resumed" getter, a resumed session keeps its ID. */
     size_t offered_len;
     unsigned char offered_id[32];
-    char why[112];
+    double t0; /* ev_now at the start: the handshake's time, in the debug log */
+    char why[160];
     unsigned char iobuf[BR_SSL_BUFSIZE_BIDI];
 };
 
@@ -81,8 +88,29 @@ ssize_t tls_conn_read_first(struct tls_conn *c);
 /* Makes the first step report |why| (EINVAL) instead of handshaking. */
 void tls_conn_start_fail(struct tls_conn *c, const char *why);
 /* The reasons every role shares ("connection closed during handshake",
- * "handshake failed (BearSSL error n)"). */
-int tls_conn_reason(int e, char *buf, size_t n, const char **why);
+ * a sentence from errors.c, "handshake failed (BearSSL error n)" for a
+ * code it does not know), in c->why or static. */
+int tls_conn_reason(struct tls_conn *c, int e, const char **why);
+
+/* ---- BearSSL's codes in words (errors.c) ------------------------------- */
+
+/* A sentence for BearSSL error |e| (an engine's last error: an SSL code,
+ * an X.509 code, or an alert received (BR_ERR_RECV_FATAL_ALERT + n) or
+ * sent (BR_ERR_SEND_FATAL_ALERT + n)), without the "tls: " prefix, as
+ * seen by our |server| role (0: we are the client): static, or formatted
+ * into |buf| (|n| bytes; alerts carry their number). NULL for a code
+ * BearSSL 0.6 does not define. */
+const char *tls_error_sentence(int e, int server, char *buf, size_t n);
+/* 1 if the |n| first bytes a peer sent (n >= 1) cannot start a TLS
+ * record: a plain-text port, say. */
+int tls_bytes_not_tls(const unsigned char *p, size_t n);
+/* The validity of the DER certificate |der| (|len| bytes; only its start
+ * is needed, through the validity field): 0 with the times as seconds
+ * since the epoch (UTC), or -1. */
+int tls_der_validity(const unsigned char *der, size_t len, long long *not_before,
+                     long long *not_after);
+/* Formats |t| (seconds since the epoch) as "2026-01-31 12:00:00 UTC". */
+void tls_time_text(long long t, char *buf, size_t n);
 extern const char tls_closed_why[];
 /* The TLS stream's struct tls_conn, or NULL for another kind of stream. */
 struct tls_conn *tls_conn_of(const struct io_stream *s);
@@ -119,6 +147,14 @@ struct tls_x509 {
     unsigned char ip[16];
     size_t iplen;      /* 4 or 16: the EE must list this iPAddress */
     int skip, ncert;
+    /* The start of the certificate being read (its validity is there),
+     * and the first one of the chain whose dates do not cover now: its
+     * index (-1: none), and the date it fails on (notAfter when expired,
+     * notBefore when not yet valid). */
+    unsigned char head[1024];
+    size_t head_len;
+    int bad_time_cert, bad_time_future;
+    long long bad_time;
     unsigned char *ee; /* the EE certificate, kept for the SAN check */
     size_t ee_len, ee_cap;
 };

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tls/tls_int.h"
 
@@ -242,6 +243,7 @@ xw_start_chain(const br_x509_class **ctx, const char *server_name)
     struct tls_x509 *w = XW(ctx);
     w->ncert = 0;
     w->ee_len = 0;
+    w->bad_time_cert = -1;
     /* The engine passes the SNI; the certificate must match the host. */
     if (!w->skip)
         w->u.minimal.vtable->start_chain(&w->u.minimal.vtable, w->name);
@@ -251,6 +253,7 @@ static void
 xw_start_cert(const br_x509_class **ctx, uint32_t length)
 {
     struct tls_x509 *w = XW(ctx);
+    w->head_len = 0;
     if (w->ncert == 0) {
         if (w->skip) {
             br_x509_decoder_init(&w->u.dec, NULL, NULL);
@@ -269,6 +272,11 @@ static void
 xw_append(const br_x509_class **ctx, const unsigned char *buf, size_t len)
 {
     struct tls_x509 *w = XW(ctx);
+    if (w->head_len < sizeof(w->head)) {
+        size_t k = sizeof(w->head) - w->head_len < len ? sizeof(w->head) - w->head_len : len;
+        memcpy(w->head + w->head_len, buf, k);
+        w->head_len += k;
+    }
     if (w->ncert == 0) {
         if (w->skip)
             br_x509_decoder_push(&w->u.dec, buf, len);
@@ -281,12 +289,30 @@ xw_append(const br_x509_class **ctx, const unsigned char *buf, size_t len)
         w->u.minimal.vtable->append(&w->u.minimal.vtable, buf, len);
 }
 
+/* Notes the first certificate whose dates do not cover now, so an
+ * "expired" failure can say which one and since when (BearSSL only says
+ * that one did). The same clock as BearSSL's: time() (no time is set). */
+static void
+note_dates(struct tls_x509 *w)
+{
+    long long nb, na, now = (long long)time(NULL);
+    if (w->skip || w->bad_time_cert >= 0 ||
+        tls_der_validity(w->head, w->head_len, &nb, &na) != 0)
+        return;
+    if (now < nb || now > na) {
+        w->bad_time_cert = w->ncert;
+        w->bad_time_future = now < nb;
+        w->bad_time = now < nb ? nb : na;
+    }
+}
+
 static void
 xw_end_cert(const br_x509_class **ctx)
 {
     struct tls_x509 *w = XW(ctx);
     if (!w->skip)
         w->u.minimal.vtable->end_cert(&w->u.minimal.vtable);
+    note_dates(w);
     w->ncert++;
 }
 
@@ -335,6 +361,7 @@ tls_x509_init(struct tls_x509 *w, const char *name, int skip)
 {
     w->vtable = &xw_vtable;
     w->name = name;
+    w->bad_time_cert = -1;
     w->skip = skip != 0;
 }
 

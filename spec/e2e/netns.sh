@@ -388,7 +388,8 @@ tun_chute_start() {
     fi
     [ -s "$CHUTE_LOG" ] && mv "$CHUTE_LOG" "$CHUTE_LOG.prev"
     : >"$CHUTE_LOG"
-    ip netns exec "$NS_CLI" "$CHUTE" run "$BUNDLE" >>"$CHUTE_LOG" 2>&1 &
+    # shellcheck disable=SC2086 # CHUTE_RUN_ARGS: words ("--log-level debug")
+    ip netns exec "$NS_CLI" "$CHUTE" run ${CHUTE_RUN_ARGS:-} "$BUNDLE" >>"$CHUTE_LOG" 2>&1 &
     CHUTE_PID=$!
     local i
     for i in $(seq 200); do

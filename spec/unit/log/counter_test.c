@@ -183,7 +183,8 @@ test_json_and_prometheus(void **state)
     struct outbound_set_stats os = {.checks = 12, .check_failures = 3, .switches = 1};
     char buf[512];
     json(buf, sizeof(buf), outbound_set_counters, &os);
-    assert_string_equal(buf, "{\"health_checks\":12,\"health_failures\":3,\"group_switches\":1}");
+    assert_string_equal(buf, "{\"health_checks\":12,\"health_failures\":3,\"group_switches\":1,"
+                             "\"proxy_silent\":0}");
 
     struct netstack_stats ns = {0};
     ns.conns_active = 5;

@@ -23,6 +23,8 @@
 
 #include "../peer.h"
 #include "io/io.h"
+#include "log/log.h"
+#include "outbound/outbound.h"
 #include "outbound/proxy.h"
 #include "outbound/ss_codec.h"
 #include "tls/crypto.h"
@@ -994,6 +996,98 @@ test_stream_send_failure(void **state)
     ev_loop_destroy(loop);
 }
 
+/* The silence watch (outbound_ss_watch): a server that takes the request
+ * and says nothing is reported once after the deadline, and the stream
+ * stays usable; a byte back in time reports nothing, a late one says the
+ * server was only slow. */
+struct tap_lines {
+    int silent, late;
+    char last[256];
+};
+
+static void
+tap_line(void *arg, enum log_level level, const char *msg, size_t len)
+{
+    struct tap_lines *t = arg;
+    snprintf(t->last, sizeof(t->last), "%.*s", (int)len, msg);
+    if (strstr(t->last, "no byte from proxy") != NULL)
+        t->silent++;
+    if (strstr(t->last, "answered after") != NULL)
+        t->late++;
+}
+
+static void
+on_run_end(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    ev_break(loop, EVBREAK_ONE);
+}
+
+static void
+run_for(struct ev_loop *loop, double secs)
+{
+    ev_timer t;
+    ev_timer_init(&t, on_run_end, secs, 0);
+    ev_timer_start(loop, &t);
+    ev_run(loop, 0);
+    ev_timer_stop(loop, &t);
+}
+
+static void
+test_stream_silent_watch(void **state)
+{
+    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+    struct outbound_env env = {.loop = loop};
+    struct flow_addr dst = {.kind = FLOW_ADDR_IP4, .port = 80};
+    struct outbound_proxy p;
+    struct tap_lines t = {0};
+    uint8_t buf[4096];
+    int sv[2];
+
+    log_set_tap(tap_line, &t);
+    proxy_for(&p, 1, "pw");
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    struct io_stream *s = outbound_ss_stream(io_fd_new(loop, sv[0]), &p, &dst);
+    outbound_ss_watch(s, &env, "hk", 0.1);
+    io_read_start(s);
+    run_for(loop, 0.2);
+    assert_int_equal(t.silent, 0); /* the header went alone: no request, nothing owed */
+    assert_int_equal(io_write(s, "GET /", 5), 5);
+    run_for(loop, 0.3);
+    assert_int_equal(t.silent, 1);
+    assert_string_equal(t.last, "no byte from proxy 'hk' in 0.1 s after the request: wrong "
+                                "password or cipher?");
+    run_for(loop, 0.2);
+    assert_int_equal(t.silent, 1); /* once per flow */
+    /* The flow was not cut: a late byte still comes, and says so. */
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    run_for(loop, 0.05);
+    (void)io_read(s, buf, sizeof(buf)); /* the byte is no chunk: EAGAIN, but it was heard */
+    assert_int_equal(t.late, 1);
+    assert_non_null(strstr(t.last, "proxy 'hk' answered after "));
+    io_close(s, 1);
+    close(sv[1]);
+
+    /* An answer in time: no line at all. */
+    t = (struct tap_lines){0};
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    s = outbound_ss_stream(io_fd_new(loop, sv[0]), &p, &dst);
+    outbound_ss_watch(s, &env, "hk", 0.3);
+    io_read_start(s);
+    ev_now_update(loop);
+    assert_int_equal(io_write(s, "GET /", 5), 5);
+    assert_int_equal(write(sv[1], "x", 1), 1);
+    (void)io_read(s, buf, sizeof(buf)); /* the byte is there: heard at once */
+    run_for(loop, 0.5);
+    assert_int_equal(t.silent, 0);
+    assert_int_equal(t.late, 0);
+    io_close(s, 1);
+    close(sv[1]);
+    log_set_tap(NULL, NULL);
+    ev_loop_destroy(loop);
+}
+
 /* An owner that takes a few bytes per on_readable and returns without
  * reading to EAGAIN or stopping: everything the stream opened must still
  * come, callback after callback, while its socket stays quiet (io.h: "for
@@ -1422,6 +1516,7 @@ main(int argc, char **argv)
         cmocka_unit_test(test_stream_header_alone),
         cmocka_unit_test(test_stream_bad_reply),
         cmocka_unit_test(test_stream_send_failure),
+        cmocka_unit_test(test_stream_silent_watch),
         cmocka_unit_test(test_stream_held_bytes_come_back),
         cmocka_unit_test_teardown(test_interop_ss_server, interop_teardown),
     };

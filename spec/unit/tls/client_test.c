@@ -303,7 +303,9 @@ expect_failure(struct ev_loop *loop, struct tls_ctx *t, unsigned short port,
     struct tt_hs r = handshake(loop, t, port, o);
     assert_null(r.s);
     assert_int_not_equal(r.err, 0);
-    assert_string_equal(r.why, why);
+    /* A prefix: some reasons go on with the host ("... (it is not for 'x')"). */
+    if (strncmp(r.why, why, strlen(why)) != 0)
+        fail_msg("got '%s', want '%s...'", r.why, why);
 }
 
 static void
@@ -312,10 +314,11 @@ test_names_and_addresses(void **state)
     NEED_SERVERS();
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     struct tls_ctx *t = tt_ctx("ca.pem");
-    const char *another = "tls: certificate is for another name";
+    const char *another = "tls: host name does not match the certificate";
 
     struct tls_client_opts wrong = {.host = "other.test", .port = E.dns.port};
-    expect_failure(loop, t, E.dns.port, &wrong, another);
+    expect_failure(loop, t, E.dns.port, &wrong,
+                   "tls: host name does not match the certificate (it is not for 'other.test')");
     /* The SNI may differ from the name the certificate must carry. */
     struct tls_client_opts sni = {.host = "other.test", .sni = "localhost", .port = E.dns.port};
     expect_failure(loop, t, E.dns.port, &sni, another);
@@ -357,7 +360,7 @@ test_untrusted_and_skip_verify(void **state)
     struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
     struct tls_ctx *t = tt_ctx("other.pem");
     struct tls_client_opts o = {.host = "localhost", .port = E.dns.port};
-    expect_failure(loop, t, E.dns.port, &o, "tls: certificate not trusted");
+    expect_failure(loop, t, E.dns.port, &o, "tls: certificate not trusted: unknown issuer");
 
     o.skip_verify = 1;
     struct tt_hs r = handshake(loop, t, E.dns.port, &o);
@@ -371,7 +374,7 @@ test_untrusted_and_skip_verify(void **state)
     io_close(r.s, 0);
     /* A session from an unchecked handshake never serves a checked one. */
     o.skip_verify = 0;
-    expect_failure(loop, t, E.dns.port, &o, "tls: certificate not trusted");
+    expect_failure(loop, t, E.dns.port, &o, "tls: certificate not trusted: unknown issuer");
     tls_ctx_free(t);
     ev_loop_destroy(loop);
 }

@@ -2,6 +2,8 @@
  * against the server over loopback TCP, over an in-memory stream that
  * takes a few hundred bytes at a time, and TLS over TLS. */
 
+#include <time.h> /* strptime, timegm: _GNU_SOURCE is on for every target */
+
 #include "tls_test.h"
 
 static struct {
@@ -463,11 +465,28 @@ test_handshake_failures(void **state)
     tt_tcp_pair(fds, 0);
     struct tls_client_opts o = {.host = "localhost", .port = 1};
     handshake_pair(loop, other, F.cfg, io_fd_new(loop, fds[0]), io_fd_new(loop, fds[1]), &o, &p);
-    assert_string_equal(p.c.why, "tls: certificate not trusted");
+    assert_string_equal(p.c.why, "tls: certificate not trusted: unknown issuer (a private CA? "
+                                 "give it with ca = \"file.pem\")");
     assert_null(p.s.s);
     print_message("server: %s\n", p.s.why);
     assert_non_null(strstr(p.s.why, "tls: "));
     tls_ctx_free(other);
+
+    /* An expired leaf: the date it expired on (a day ago, openssl -days -1). */
+    char err[256];
+    struct tls_server_cfg *expired = tt_cfg("expired.pem", "expired.key", err, sizeof(err));
+    assert_non_null(expired);
+    tt_tcp_pair(fds, 0);
+    handshake_pair(loop, F.ctx, expired, io_fd_new(loop, fds[0]), io_fd_new(loop, fds[1]), &o,
+                   &p);
+    print_message("client: %s\n", p.c.why);
+    struct tm tm = {0};
+    const char *rest = strptime(p.c.why, "tls: certificate expired on %Y-%m-%d %H:%M:%S UTC", &tm);
+    assert_non_null(rest);
+    assert_string_equal(rest, "");
+    long long ago = (long long)time(NULL) - (long long)timegm(&tm);
+    assert_true(ago > 86400 - 600 && ago < 86400 + 600);
+    tls_server_cfg_free(expired);
 
     /* No protocol in common: alert 120 (RFC 7301 §3.2). */
     static const char *const foo[] = {"foo"};
@@ -486,9 +505,22 @@ test_handshake_failures(void **state)
     assert_int_equal(io_write(ends[0], "GET / HTTP/1.1\r\n\r\n", 18), 18);
     assert_true(tt_run_until(loop, &r.done, 5.0));
     assert_null(r.s);
-    assert_non_null(strstr(r.why, "tls: handshake failed (BearSSL error "));
+    assert_string_equal(r.why, "tls: the client did not speak TLS (got bytes that are not a TLS "
+                               "record: plain HTTP to a TLS port?)");
     assert_int_equal(tt_mem_closes, closes + 1);
     io_close(ends[0], 0);
+
+    /* A client against a plain port: the answer is no TLS record. */
+    tt_mem_pair(loop, 4096, ends);
+    r = (struct tt_hs){0};
+    struct tls_client_opts op = {.host = "localhost", .port = 1};
+    tt_client(F.ctx, ends[0], &op, &r);
+    assert_int_equal(io_write(ends[1], "HTTP/1.1 400 Bad Request\r\n\r\n", 28), 28);
+    assert_true(tt_run_until(loop, &r.done, 5.0));
+    assert_null(r.s);
+    assert_string_equal(r.why, "tls: the server did not speak TLS (got bytes that are not a TLS "
+                               "record: is this a plain port?)");
+    io_close(ends[1], 0);
 
     tt_mem_pair(loop, 4096, ends);
     r = (struct tt_hs){0};

@@ -197,6 +197,12 @@ tt_make_certs(void)
                   leaves[i].name) != 0)
             return -1;
     }
+    /* "expired": dns's twin whose notAfter passed a day ago. */
+    if (tt_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+              "-keyout expired.key -out expired.csr -subj /CN=localhost >>gen.log 2>&1 && "
+              "openssl x509 -req -in expired.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+              "-out expired.pem -days -1 -extfile dns.ext >>gen.log 2>&1", d) != 0)
+        return -1;
     /* The CA without its final newline, a file with no certificate, DER,
      * the key in its other encodings, a chain. */
     if (tt_sh("cd %s && head -c -1 ca.pem >ca_nonl.pem && echo nothing >empty.pem && "
