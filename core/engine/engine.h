@@ -203,6 +203,8 @@ int engine_state_dir(char *dir, size_t n);
 int engine_ca_paths(char *cert, size_t certlen, char *key, size_t keylen);
 /* `chute ca ...` (argv[1] is "ca"): the exit status. */
 int engine_ca_main(int argc, char **argv);
+/* chute import CONFIG -o BUNDLE (import_cli.c) */
+int engine_import_main(int argc, char **argv);
 struct dns_resolver_opts;
 /* dns_glue.c: the resolver options a bundle's config asks for. */
 void engine_resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro);
