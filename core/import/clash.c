@@ -712,9 +712,11 @@ load_yaml(struct imp_model *m, const char *text, size_t len, yaml_document_t *do
     int ok = yaml_parser_load(&p, doc);
     if (!ok) {
         /* libyaml's marks are 0-based. */
-        snprintf(err, errlen, "%s:%zu:%zu: %s%s%s", m->file, p.problem_mark.line + 1,
-                 p.problem_mark.column + 1, p.problem ? p.problem : "not YAML",
-                 p.context ? " " : "", p.context ? p.context : "");
+        char ctx[160] = "";
+        if (p.context != NULL)
+            snprintf(ctx, sizeof(ctx), " (%s from line %zu)", p.context, p.context_mark.line + 1);
+        snprintf(err, errlen, "%s:%zu:%zu: %s%s", m->file, p.problem_mark.line + 1,
+                 p.problem_mark.column + 1, p.problem ? p.problem : "not YAML", ctx);
     } else if (yaml_document_get_root_node(doc) == NULL ||
                yaml_document_get_root_node(doc)->type != YAML_MAPPING_NODE) {
         snprintf(err, errlen, "%s:%u: not a config: expected a map of keys (proxies:, rules:, ...)",

@@ -238,6 +238,10 @@ flatten(struct imp_model *m, struct imp_group *g, unsigned char *state)
     size_t gi = (size_t)(g - m->groups);
     if (state[gi] == 2)
         return;
+    if (g->dropped) { /* a type chute lacks: noted by its reader */
+        state[gi] = 2;
+        return;
+    }
     state[gi] = 1;
     struct imp_member *old = g->members;
     size_t n = g->nmembers;
@@ -258,8 +262,9 @@ flatten(struct imp_model *m, struct imp_group *g, unsigned char *state)
                 continue;
             }
             imp_note(m, old[i].line, "group '%s': member '%s' is a group, and chute's groups hold "
-                     "proxies only: its members (%zu) are listed in its place%s", g->name,
-                     old[i].name, sub->nmembers, sub->nuse ? " with its providers" : "");
+                     "proxies only: its %zu member%s%s are listed in its place", g->name,
+                     old[i].name, sub->nmembers, sub->nmembers == 1 ? "" : "s",
+                     sub->nuse ? " and its providers" : "");
             for (size_t k = 0; k < sub->nmembers; k++)
                 imp_group_member(m, g, sub->members[k].name, old[i].line);
             for (size_t k = 0; k < sub->nuse; k++) {

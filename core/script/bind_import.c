@@ -40,6 +40,9 @@ load(lua_State *L, enum import_kind kind, const char *fn)
     const char *rel = luaL_checkstring(L, 1);
     if (!lua_isnoneornil(L, 2))
         luaL_checktype(L, 2, LUA_TTABLE);
+    else
+        lua_newtable(L);
+    lua_settop(L, 2); /* the options table, {} when none */
     char why[4200], err[1024];
     size_t len = 0;
     char *buf = script_bundle_read(s, rel, MAX_CONFIG_BYTES, &len, why, sizeof(why));
@@ -65,10 +68,7 @@ load(lua_State *L, enum import_kind kind, const char *fn)
                           lua_tostring(L, -1));
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->env_ref);
     lua_setupvalue(L, -2, 1);
-    if (lua_isnoneornil(L, 2))
-        lua_newtable(L);
-    else
-        lua_pushvalue(L, 2);
+    lua_pushvalue(L, 2);
     lua_call(L, 1, 1);
     return 1;
 }
