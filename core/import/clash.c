@@ -34,17 +34,46 @@ scalar(const yaml_node_t *n)
     return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
+static yaml_node_t *get_depth(struct doc *d, yaml_node_t *map, const char *key, int depth);
+
+/* "<<: *anchor" (or a list of them): the keys of the merged maps count
+ * when the map does not have them itself (YAML 1.1 merge keys, which
+ * Clash configs use for shared group settings). */
 static yaml_node_t *
-get(struct doc *d, yaml_node_t *map, const char *key)
+merged(struct doc *d, yaml_node_t *v, const char *key, int depth)
 {
-    if (map == NULL || map->type != YAML_MAPPING_NODE)
+    if (v != NULL && v->type == YAML_MAPPING_NODE)
+        return get_depth(d, v, key, depth + 1);
+    if (v == NULL || v->type != YAML_SEQUENCE_NODE)
         return NULL;
+    for (yaml_node_item_t *i = v->data.sequence.items.start; i < v->data.sequence.items.top; i++) {
+        yaml_node_t *n = get_depth(d, node(d, *i), key, depth + 1);
+        if (n != NULL)
+            return n;
+    }
+    return NULL;
+}
+
+static yaml_node_t *
+get_depth(struct doc *d, yaml_node_t *map, const char *key, int depth)
+{
+    if (map == NULL || map->type != YAML_MAPPING_NODE || depth > 8)
+        return NULL;
+    yaml_node_t *merge = NULL;
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         const char *k = scalar(node(d, p->key));
         if (k != NULL && strcmp(k, key) == 0)
             return node(d, p->value);
+        if (k != NULL && strcmp(k, "<<") == 0)
+            merge = node(d, p->value);
     }
-    return NULL;
+    return merged(d, merge, key, depth);
+}
+
+static yaml_node_t *
+get(struct doc *d, yaml_node_t *map, const char *key)
+{
+    return get_depth(d, map, key, 0);
 }
 
 static const char *
@@ -106,9 +135,13 @@ unknown_keys(struct doc *d, yaml_node_t *map, const char *const *known, const ch
         size_t i;
         for (i = 0; ks != NULL && known[i] != NULL && strcmp(known[i], ks) != 0; i++)
             ;
-        if (ks != NULL && known[i] == NULL)
+        if (ks != NULL && strcmp(ks, "<<") == 0 && v != NULL && v->type == YAML_MAPPING_NODE)
+            unknown_keys(d, v, known, what);
+        else if (ks != NULL && strcmp(ks, "<<") == 0)
+            FOR_SEQ(d, v, mv)
+                unknown_keys(d, mv, known, what);
+        else if (ks != NULL && known[i] == NULL)
             imp_note(d->m, line_of(k), "%s: '%s' is not supported by chute: ignored", what, ks);
-        (void)v;
     }
 }
 
@@ -153,6 +186,12 @@ proxy(struct doc *d, yaml_node_t *p)
         imp_note(m, line, "proxy '%s': needs a server and a port 1..65535: left out", name);
         return -1;
     }
+    for (size_t i = 0; i < m->nproxies; i++)
+        if (strcmp(m->proxies[i].name, name) == 0) {
+            imp_note(m, line, "proxy '%s': the name is taken (line %u): left out", name,
+                     m->proxies[i].line);
+            return -1;
+        }
     const char *const *known = common;
     const char *ctype = NULL;
     if (strcmp(type, "ss") == 0) {
@@ -228,8 +267,10 @@ struct file_provider {
     size_t first, n; /* its proxies in m->proxies */
 };
 
-static struct file_provider fps[64];
-static size_t nfps;
+/* The file providers read so far (one config at a time: the loader runs
+ * on one thread, and imp_clash starts the list afresh). */
+static struct file_provider *fps;
+static size_t nfps, fpcap;
 
 static int load_yaml(struct imp_model *m, const char *text, size_t len, yaml_document_t *doc,
                      char *err, size_t errlen);
@@ -278,8 +319,8 @@ file_provider(struct doc *d, const char *name, yaml_node_t *v)
     m->file = file;
     yaml_document_delete(&pd.d);
     free(data);
-    if (nfps < sizeof(fps) / sizeof(fps[0]))
-        fps[nfps++] = (struct file_provider){imp_strdup(m, name), first, m->nproxies - first};
+    struct file_provider *fp = imp_push(m, &fps, &nfps, &fpcap, sizeof(*fp));
+    *fp = (struct file_provider){imp_strdup(m, name), first, m->nproxies - first};
 }
 
 static void
@@ -389,6 +430,18 @@ group(struct doc *d, yaml_node_t *gn)
         imp_note(m, line, "a proxy group without a name and a type: left out");
         return;
     }
+    for (size_t i = 0; i < m->nproxies; i++)
+        if (strcmp(m->proxies[i].name, name) == 0) {
+            imp_note(m, line, "group '%s': a proxy has the name (line %u): left out", name,
+                     m->proxies[i].line);
+            return;
+        }
+    for (size_t i = 0; i < m->ngroups; i++)
+        if (strcmp(m->groups[i].name, name) == 0) {
+            imp_note(m, line, "group '%s': the name is taken (line %u): left out", name,
+                     m->groups[i].line);
+            return;
+        }
     struct imp_group *g = imp_push(m, &m->groups, &m->ngroups, &m->gcap, sizeof(*g));
     g->name = imp_strdup(m, name);
     g->line = line;
@@ -739,7 +792,8 @@ imp_clash(struct imp_model *m, const char *text, size_t len, char *err, size_t e
     struct doc d = {.m = m};
     if (load_yaml(m, text, len, &d.d, err, errlen) != 0)
         return -1;
-    nfps = 0;
+    fps = NULL;
+    nfps = fpcap = 0;
     yaml_node_t *root = yaml_document_get_root_node(&d.d);
     static const char *const seqs[] = {"proxies", "proxy-groups", "rules", NULL};
     for (size_t i = 0; seqs[i]; i++) {
