@@ -306,9 +306,37 @@ policy_ok(struct imp_model *m, const char *p)
     return g != NULL && !g->dropped;
 }
 
+/* What chute.proxy would refuse for want of a field: noted here, with the
+ * proxy's line, and left out (the groups then note the member). */
+static void
+check_proxies(struct imp_model *m)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < m->nproxies; i++) {
+        struct imp_proxy *p = &m->proxies[i];
+        const char *type = imp_kv_get(&p->f, "type")->s;
+        int user = imp_kv_get(&p->f, "username") != NULL;
+        int pass = imp_kv_get(&p->f, "password") != NULL;
+        const char *why = NULL;
+        if (strcmp(type, "shadowsocks") == 0 && (!pass || !imp_kv_get(&p->f, "cipher")))
+            why = "needs a cipher and a password";
+        else if (strcmp(type, "trojan") == 0 && !pass)
+            why = "needs a password";
+        else if (strcmp(type, "trojan") != 0 && strcmp(type, "shadowsocks") != 0 && user != pass)
+            why = "a username and a password go together";
+        if (why != NULL) {
+            imp_note(m, p->line, "proxy '%s' (%s): %s: left out", p->name, type, why);
+            continue;
+        }
+        m->proxies[keep++] = *p;
+    }
+    m->nproxies = keep;
+}
+
 void
 imp_model_check(struct imp_model *m)
 {
+    check_proxies(m);
     unsigned char *state = imp_alloc(m, m->ngroups);
     for (size_t i = 0; i < m->ngroups; i++)
         flatten(m, &m->groups[i], state);
