@@ -262,9 +262,10 @@ flatten(struct imp_model *m, struct imp_group *g, unsigned char *state)
                 continue;
             }
             imp_note(m, old[i].line, "group '%s': member '%s' is a group, and chute's groups hold "
-                     "proxies only: its %zu member%s%s are listed in its place", g->name,
+                     "proxies only: its %zu member%s%s %s listed in its place", g->name,
                      old[i].name, sub->nmembers, sub->nmembers == 1 ? "" : "s",
-                     sub->nuse ? " and its providers" : "");
+                     sub->nuse ? " and its providers" : "",
+                     sub->nmembers == 1 && !sub->nuse ? "is" : "are");
             for (size_t k = 0; k < sub->nmembers; k++)
                 imp_group_member(m, g, sub->members[k].name, old[i].line);
             for (size_t k = 0; k < sub->nuse; k++) {
