@@ -285,7 +285,7 @@ header(struct out *o, struct imp_model *m)
         for (size_t i = 0; i < r->nnotes; i++) {
             puts_(o, "--   ");
             for (const char *p = r->notes[i]; *p; p++)
-                put(o, *p == '\n' ? " " : p, 1);
+                put(o, (unsigned char)*p < 0x20 ? " " : p, 1); /* one comment line */
             puts_(o, "\n");
         }
     }

@@ -37,6 +37,9 @@ module_warn(void *ud, const char *msg)
     struct imp_model *m = ud;
     struct import_result *r = m->out;
     char *s = strdup(msg);
+    for (char *p = s; p != NULL && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     char **v = s ? realloc(r->notes, (r->nnotes + 1) * sizeof(*v)) : NULL;
     if (v == NULL) {
         free(s);

@@ -106,6 +106,9 @@ imp_note(struct imp_model *m, unsigned line, const char *fmt, ...)
     if (line > 0 ? asprintf(&s, "%s:%u: %s", m->file, line, what) < 0
                  : asprintf(&s, "%s: %s", m->file, what) < 0)
         must(NULL);
+    for (char *p = s; *p; p++) /* a note is one line, with nothing a terminal acts on */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
     for (size_t i = 0; i < r->nnotes; i++)
         if (strcmp(r->notes[i], s) == 0) { /* listed once */
             free(s);
