@@ -131,22 +131,55 @@ chute check import/surge
 [ $rc -eq 0 ] && echo "ok   chute.surge \"profile.conf\" loads" || { echo "FAIL chute.surge: $log"; failed=1; }
 decide "$tmp/surge" "$BUNDLES/import/surge" <<'EOF_T'
 ad.example.com             REJECT      # DOMAIN
+AD.EXAMPLE.COM             REJECT
+ad.example.com:80          REJECT
 x.ads.example.net          REJECT      # RULE-SET reject.list (REJECT-TINYGIF refuses as REJECT)
+ads.example.net            REJECT
 myadtracker.example        REJECT
+adtracking.example.org     REJECT
 198.18.99.5                REJECT
+198.18.99.200:8080         REJECT
 cdn.example.org            DIRECT      # DOMAIN-SET: the name itself
 a.static.example.org       DIRECT      # DOMAIN-SET .static.example.org: the name and below
 static.example.org         DIRECT
+x.y.static.example.org     DIRECT
 git.corp.example           Work        # DOMAIN-SUFFIX
+corp.example               Work
+wiki.corp.example:8443     Work
 www.youtube.com            Proxy
+youtube.com                Proxy
+m.youtube.com:80           Proxy
+www.youtube.com            Proxy       --network udp
 web.telegram.org           Proxy       # DOMAIN-KEYWORD
+telegram.me                Proxy
 nas.local.example          DIRECT      # OR
+local.example              DIRECT
 printer.example            DIRECT
 192.0.2.99                 Work        # IP-CIDR no-resolve
+192.0.2.1:22               Work
 198.51.100.1               Proxy
+198.51.100.254:443         Proxy
+captive.apple.com          DIRECT      # RULE-SET SYSTEM
+x.push.apple.com           DIRECT
+gs-loc.apple.com           DIRECT
+printer.local              DIRECT      # RULE-SET LAN: DOMAIN-SUFFIX,local
 192.168.3.3                DIRECT      # RULE-SET LAN
 10.1.1.1                   DIRECT
+172.20.0.1                 DIRECT
+127.0.0.1:8080             DIRECT
+100.64.1.1                 DIRECT
+[fe80::1]                  DIRECT
 203.0.113.5                Proxy       # FINAL
+203.0.113.200:80           Proxy
+[2001:db8::1]              Proxy
+[3fff::5]:443              Proxy
+233.252.0.1                Proxy
+ad.example.com             REJECT      --network udp
+cdn.example.org:80         DIRECT
+git.corp.example:22        Work
+nas.local.example:8080     DIRECT
+198.18.99.1                REJECT
+telegram.org               Proxy
 EOF_T
 
 # ---- remote providers and geo rules: golden text only -----------------
