@@ -192,8 +192,9 @@ engine_import_main(int argc, char **argv)
     for (size_t i = 0; !quiet && i < r.nnotes; i++)
         fprintf(stderr, "note: %s\n", r.notes[i]);
     if (rc == 0)
-        printf("wrote %s/main.lua%s%s (%zu note%s)\n", out, r.ncopies ? " and rule lists" : "",
-               r.module ? " and a module" : "", r.nnotes, r.nnotes == 1 ? "" : "s");
+        printf("wrote %s/main.lua, %zu file%s beside it%s (%zu note%s)\n", out, r.ncopies,
+               r.ncopies == 1 ? "" : "s", r.module ? " and a module" : "", r.nnotes,
+               r.nnotes == 1 ? "" : "s");
     import_result_free(&r);
     return rc;
 }

@@ -182,6 +182,10 @@ proxy(struct doc *d, yaml_node_t *p)
         imp_note(m, line, "a proxy without a name and a type: left out");
         return -1;
     }
+    if (strcmp(type, "direct") == 0 || strcmp(type, "reject") == 0) {
+        imp_alias(m, name, type[0] == 'd' ? "DIRECT" : "REJECT", line);
+        return 0;
+    }
     if (server == NULL || getn(d, p, "port", &port, name) != 1 || port < 1 || port > 65535) {
         imp_note(m, line, "proxy '%s': needs a server and a port 1..65535: left out", name);
         return -1;

@@ -53,7 +53,11 @@ static int
 module_read(void *ud, const char *path, char **data, size_t *len)
 {
     struct imp_model *m = ud;
-    return m->o->read ? m->o->read(m->o->ud, path, data, len) : 2 /* ENOENT */;
+    int e = m->o->read ? m->o->read(m->o->ud, path, data, len) : 2 /* ENOENT */;
+    /* A Map Local data file goes into the bundle at the same path. */
+    if (e == 0 && path[0] != '/' && strstr(path, "..") == NULL)
+        imp_copy(m, path, path);
+    return e;
 }
 
 /* chute import: the rewrite sections as a module file of the bundle, read

@@ -97,6 +97,11 @@ struct imp_model {
     char *module;                 /* Surge rewrite sections, lines kept in place */
     size_t module_len;
     struct import_result *out;    /* notes and copies go here */
+    /* NAME = direct / reject proxies: the names stand for DIRECT / REJECT */
+    struct imp_alias {
+        const char *name, *to;
+    } *aliases;
+    size_t naliases, acap;
     /* every string and array of the model */
     void **owned;
     size_t nowned, ocap;
@@ -117,6 +122,9 @@ void imp_kv_num(struct imp_model *m, struct imp_kvs *k, const char *key, double 
 void imp_kv_bool(struct imp_model *m, struct imp_kvs *k, const char *key, int v);
 const struct imp_kv *imp_kv_get(const struct imp_kvs *k, const char *key);
 void imp_copy(struct imp_model *m, const char *from, const char *to);
+/* |name| (a proxy of type direct / reject) stands for |to| in groups and
+ * rules, with a note at |line|. */
+void imp_alias(struct imp_model *m, const char *name, const char *to, unsigned line);
 void imp_group_member(struct imp_model *m, struct imp_group *g, const char *name, unsigned line);
 /* Flattens groups of groups, drops unknown members, empty groups and the
  * rules naming policies that do not exist; each with a note. */

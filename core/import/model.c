@@ -176,6 +176,25 @@ imp_copy(struct imp_model *m, const char *from, const char *to)
 }
 
 void
+imp_alias(struct imp_model *m, const char *name, const char *to, unsigned line)
+{
+    struct imp_alias *a = imp_push(m, &m->aliases, &m->naliases, &m->acap, sizeof(*a));
+    a->name = imp_strdup(m, name);
+    a->to = to;
+    imp_note(m, line, "proxy '%s' is %s by another name: groups and rules naming it use %s",
+             name, to, to);
+}
+
+static const char *
+unalias(const struct imp_model *m, const char *n)
+{
+    for (size_t i = 0; i < m->naliases; i++)
+        if (strcmp(m->aliases[i].name, n) == 0)
+            return m->aliases[i].to;
+    return n;
+}
+
+void
 imp_group_member(struct imp_model *m, struct imp_group *g, const char *name, unsigned line)
 {
     for (size_t i = 0; i < g->nmembers; i++)
@@ -341,6 +360,11 @@ void
 imp_model_check(struct imp_model *m)
 {
     check_proxies(m);
+    for (size_t i = 0; m->naliases > 0 && i < m->ngroups; i++)
+        for (size_t k = 0; k < m->groups[i].nmembers; k++)
+            m->groups[i].members[k].name = unalias(m, m->groups[i].members[k].name);
+    for (size_t i = 0; m->naliases > 0 && i < m->nrules; i++)
+        m->rules[i].policy = unalias(m, m->rules[i].policy);
     unsigned char *state = imp_alloc(m, m->ngroups);
     for (size_t i = 0; i < m->ngroups; i++)
         flatten(m, &m->groups[i], state);

@@ -141,6 +141,10 @@ proxy(struct imp_model *m, struct tok l, unsigned line)
                         : strcasecmp(type, "http") == 0   ? "http"
                         : strcasecmp(type, "https") == 0  ? "https"
                                                           : NULL;
+    if (strcasecmp(type, "direct") == 0 || strncasecmp(type, "reject", 6) == 0) {
+        imp_alias(m, nm, type[0] == 'd' || type[0] == 'D' ? "DIRECT" : "REJECT", line);
+        return;
+    }
     if (ctype == NULL) {
         imp_note(m, line, "proxy '%s': chute has no %s protocol: left out", nm, type);
         return;
