@@ -139,6 +139,23 @@ test_surge(void **st)
 }
 
 static void
+test_aliases(void **st)
+{
+    (void)st;
+    assert_int_equal(conv("[Proxy]\nOn = direct\nNo = reject-tinygif\n[Proxy Group]\n"
+                          "G = select, On, No\n[Rule]\nDOMAIN,a.example,No\nFINAL,On\n",
+                          IMPORT_SURGE, 0), 0);
+    assert_non_null(strstr(r.lua, "chute.group \"G\" { type = \"select\", proxies = { "
+                                  "\"DIRECT\", \"REJECT\" } }"));
+    assert_non_null(strstr(r.lua, "{ \"DOMAIN\", \"a.example\", \"REJECT\" },"));
+    assert_non_null(strstr(r.lua, "{ \"FINAL\", \"DIRECT\" }"));
+    assert_true(has_note("p.conf:2: proxy 'On' is DIRECT by another name"));
+    assert_int_equal(conv("proxies:\n  - {name: d, type: direct}\nrules:\n  - MATCH,d\n",
+                          IMPORT_CLASH, 0), 0);
+    assert_non_null(strstr(r.lua, "{ \"FINAL\", \"DIRECT\" }"));
+}
+
+static void
 test_errors(void **st)
 {
     (void)st;
@@ -160,7 +177,8 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quoting),  cmocka_unit_test(test_chunk_lines),
         cmocka_unit_test(test_groups),   cmocka_unit_test(test_logic_rules),
-        cmocka_unit_test(test_surge),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_surge),    cmocka_unit_test(test_aliases),
+        cmocka_unit_test(test_errors),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     import_result_free(&r);
