@@ -11,9 +11,16 @@
 /* A Clash / mihomo config.yaml, read into a document by libyaml and walked
  * key by key. Each key chute has is mapped; each it has not gets a note. */
 
+struct file_provider {
+    const char *name;
+    size_t first, n; /* its proxies in m->proxies */
+};
+
 struct doc {
     yaml_document_t d;
     struct imp_model *m;
+    struct file_provider *fps; /* the config's file providers read so far */
+    size_t nfps, fpcap;
 };
 
 static yaml_node_t *
@@ -266,15 +273,6 @@ proxy(struct doc *d, yaml_node_t *p)
 
 /* ---- providers --------------------------------------------------------- */
 
-struct file_provider {
-    const char *name;
-    size_t first, n; /* its proxies in m->proxies */
-};
-
-/* The file providers read so far (one config at a time: the loader runs
- * on one thread, and imp_clash starts the list afresh). */
-static struct file_provider *fps;
-static size_t nfps, fpcap;
 
 static int load_yaml(struct imp_model *m, const char *text, size_t len, yaml_document_t *doc,
                      char *err, size_t errlen);
@@ -323,7 +321,7 @@ file_provider(struct doc *d, const char *name, yaml_node_t *v)
     m->file = file;
     yaml_document_delete(&pd.d);
     free(data);
-    struct file_provider *fp = imp_push(m, &fps, &nfps, &fpcap, sizeof(*fp));
+    struct file_provider *fp = imp_push(m, &d->fps, &d->nfps, &d->fpcap, sizeof(*fp));
     *fp = (struct file_provider){imp_strdup(m, name), first, m->nproxies - first};
 }
 
@@ -383,9 +381,9 @@ use_file(struct doc *d, struct imp_group *g, const char *prov, yaml_node_t *gn, 
 {
     struct imp_model *m = d->m;
     size_t i;
-    for (i = 0; i < nfps && strcmp(fps[i].name, prov) != 0; i++)
+    for (i = 0; i < d->nfps && strcmp(d->fps[i].name, prov) != 0; i++)
         ;
-    if (i == nfps)
+    if (i == d->nfps)
         return 0;
     char why[200];
     const char *inc = gets(d, gn, "filter"), *exc = gets(d, gn, "exclude-filter");
@@ -394,7 +392,7 @@ use_file(struct doc *d, struct imp_group *g, const char *prov, yaml_node_t *gn, 
     if ((inc && !ri) || (exc && !re))
         imp_note(m, line, "group '%s': filter: %s: the provider's proxies are all listed", g->name,
                  why);
-    for (size_t k = fps[i].first; k < fps[i].first + fps[i].n; k++) {
+    for (size_t k = d->fps[i].first; k < d->fps[i].first + d->fps[i].n; k++) {
         const char *n = m->proxies[k].name;
         if (matches(ri, n) && (re == NULL || !matches(re, n)))
             imp_group_member(m, g, n, line);
@@ -470,8 +468,8 @@ group(struct doc *d, yaml_node_t *gn)
             *(const char **)imp_push(m, &g->use, &g->nuse, &g->ucap, sizeof(char *)) =
                 imp_strdup(m, u);
     }
-    for (size_t i = 0; all_prov && i < nfps; i++)
-        use_file(d, g, fps[i].name, gn, line);
+    for (size_t i = 0; all_prov && i < d->nfps; i++)
+        use_file(d, g, d->fps[i].name, gn, line);
     for (size_t i = 0; all_prov && i < m->nproviders; i++)
         *(const char **)imp_push(m, &g->use, &g->nuse, &g->ucap, sizeof(char *)) =
             m->providers[i].name;
@@ -796,8 +794,6 @@ imp_clash(struct imp_model *m, const char *text, size_t len, char *err, size_t e
     struct doc d = {.m = m};
     if (load_yaml(m, text, len, &d.d, err, errlen) != 0)
         return -1;
-    fps = NULL;
-    nfps = fpcap = 0;
     yaml_node_t *root = yaml_document_get_root_node(&d.d);
     static const char *const seqs[] = {"proxies", "proxy-groups", "rules", NULL};
     for (size_t i = 0; seqs[i]; i++) {
