@@ -135,22 +135,22 @@ key(struct out *o, const char *k)
 }
 
 static void
-value(struct out *o, const struct imp_kv *kv)
+value(struct out *o, const struct import_kv *kv)
 {
     switch (kv->kind) {
-    case IMP_STR:
+    case IMPORT_STR:
         str(o, kv->s);
         break;
-    case IMP_NUM:
+    case IMPORT_NUM:
         if (kv->n == floor(kv->n) && fabs(kv->n) < 1e15)
             putf(o, "%lld", (long long)kv->n);
         else
             putf(o, "%.17g", kv->n);
         break;
-    case IMP_BOOL:
+    case IMPORT_BOOL:
         puts_(o, kv->b ? "true" : "false");
         break;
-    case IMP_LIST:
+    case IMPORT_LIST:
         puts_(o, "{ ");
         for (size_t i = 0; i < kv->nlist; i++) {
             if (i > 0)
@@ -163,7 +163,7 @@ value(struct out *o, const struct imp_kv *kv)
 }
 
 static void
-fields(struct out *o, const struct imp_kvs *f, const char *skip)
+fields(struct out *o, const struct import_kvs *f, const char *skip)
 {
     for (size_t i = 0; i < f->n; i++) {
         if (skip != NULL && strcmp(f->v[i].key, skip) == 0)
@@ -178,7 +178,7 @@ fields(struct out *o, const struct imp_kvs *f, const char *skip)
 /* chute.config: the dotted keys nested ("listen.socks.address"), each
  * table once, in the order the file first names it. */
 static void
-config(struct out *o, const struct imp_kvs *c, const char *prefix, int top)
+config(struct out *o, const struct import_kvs *c, const char *prefix, int top)
 {
     size_t plen = strlen(prefix);
     int first = 1;
@@ -222,7 +222,7 @@ config(struct out *o, const struct imp_kvs *c, const char *prefix, int top)
 }
 
 static void
-cond(struct out *o, const struct imp_cond *c)
+cond(struct out *o, const struct import_cond *c)
 {
     puts_(o, "{ ");
     str(o, c->type);
@@ -253,7 +253,7 @@ cond(struct out *o, const struct imp_cond *c)
 }
 
 static void
-rule(struct out *o, const struct imp_rule *r)
+rule(struct out *o, const struct import_rule *r)
 {
     if (strcmp(r->c.type, "FINAL") == 0) {
         puts_(o, "{ \"FINAL\", ");
@@ -272,7 +272,7 @@ rule(struct out *o, const struct imp_rule *r)
 }
 
 static void
-header(struct out *o, struct imp_model *m)
+header(struct out *o, struct import_model *m)
 {
     const struct import_result *r = m->out;
     if (o->align) {
@@ -293,7 +293,7 @@ header(struct out *o, struct imp_model *m)
 }
 
 int
-imp_emit(struct imp_model *m, char *err, size_t errlen)
+import_emit(struct import_model *m, char *err, size_t errlen)
 {
     struct out o = {.line = 1, .align = m->o->chunk};
     header(&o, m);
@@ -313,7 +313,7 @@ imp_emit(struct imp_model *m, char *err, size_t errlen)
     if (m->nproxies > 0 && !o.align)
         puts_(&o, "\n");
     for (size_t i = 0; i < m->nproxies; i++) {
-        const struct imp_proxy *p = &m->proxies[i];
+        const struct import_proxy *p = &m->proxies[i];
         align(&o, p->line);
         puts_(&o, "chute.proxy ");
         str(&o, p->name);
@@ -325,7 +325,7 @@ imp_emit(struct imp_model *m, char *err, size_t errlen)
     if (m->nproviders > 0 && !o.align)
         puts_(&o, "\n");
     for (size_t i = 0; i < m->nproviders; i++) {
-        const struct imp_provider *p = &m->providers[i];
+        const struct import_provider *p = &m->providers[i];
         align(&o, p->line);
         puts_(&o, "chute.provider ");
         str(&o, p->name);
@@ -337,7 +337,7 @@ imp_emit(struct imp_model *m, char *err, size_t errlen)
     if (m->ngroups > 0 && !o.align)
         puts_(&o, "\n");
     for (size_t i = 0; i < m->ngroups; i++) {
-        const struct imp_group *g = &m->groups[i];
+        const struct import_group *g = &m->groups[i];
         if (g->dropped)
             continue;
         align(&o, g->line);
@@ -372,7 +372,7 @@ imp_emit(struct imp_model *m, char *err, size_t errlen)
     if (!o.align && m->nrulesets > 0)
         puts_(&o, "\nlocal rs = {}\n");
     for (size_t i = 0; i < m->nrulesets; i++) {
-        const struct imp_ruleset *r = &m->rulesets[i];
+        const struct import_ruleset *r = &m->rulesets[i];
         align(&o, r->line);
         puts_(&o, "rs[");
         str(&o, r->name);

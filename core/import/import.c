@@ -34,7 +34,7 @@ import_detect(const char *name, const char *text, size_t len)
 static void
 module_warn(void *ud, const char *msg)
 {
-    struct imp_model *m = ud;
+    struct import_model *m = ud;
     struct import_result *r = m->out;
     char *s = strdup(msg);
     for (char *p = s; p != NULL && *p; p++)
@@ -52,11 +52,11 @@ module_warn(void *ud, const char *msg)
 static int
 module_read(void *ud, const char *path, char **data, size_t *len)
 {
-    struct imp_model *m = ud;
+    struct import_model *m = ud;
     int e = m->o->read ? m->o->read(m->o->ud, path, data, len) : 2 /* ENOENT */;
     /* A Map Local data file goes into the bundle at the same path. */
     if (e == 0 && path[0] != '/' && strstr(path, "..") == NULL)
-        imp_copy(m, path, path);
+        import_add_copy(m, path, path);
     return e;
 }
 
@@ -64,7 +64,7 @@ module_read(void *ud, const char *path, char **data, size_t *len)
  * once now so that their notes join the others and a malformed line fails
  * the import with the profile's file:line. */
 static int
-module_file(struct imp_model *m, char *err, size_t errlen)
+module_file(struct import_model *m, char *err, size_t errlen)
 {
     struct mitm_rewrites *rw = mitm_rewrites_new();
     if (rw == NULL) {
@@ -136,18 +136,18 @@ import_convert(const char *text, size_t len, const char *name, const struct impo
                struct import_result *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    struct imp_model m = {.file = name ? name : "(config)", .o = o, .out = out};
+    struct import_model m = {.file = name ? name : "(config)", .o = o, .out = out};
     enum import_kind kind = o->kind ? o->kind : import_detect(name, text, len);
-    int rc = kind == IMPORT_SURGE ? imp_surge(&m, text, len, err, errlen)
-                                  : imp_clash(&m, text, len, err, errlen);
+    int rc = kind == IMPORT_SURGE ? import_surge(&m, text, len, err, errlen)
+                                  : import_clash(&m, text, len, err, errlen);
     if (rc == 0) {
-        imp_model_check(&m);
+        import_model_check(&m);
         if (m.module != NULL && !o->chunk)
             rc = module_file(&m, err, errlen);
     }
     if (rc == 0) {
         sort_notes(out, m.file);
-        rc = imp_emit(&m, err, errlen);
+        rc = import_emit(&m, err, errlen);
     }
     for (size_t i = 0; i < m.nowned; i++)
         free(m.owned[i]);

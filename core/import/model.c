@@ -21,7 +21,7 @@ must(void *p)
 }
 
 static void
-own(struct imp_model *m, void *p)
+own(struct import_model *m, void *p)
 {
     if (m->nowned == m->ocap) {
         m->ocap = m->ocap ? m->ocap * 2 : 64;
@@ -31,7 +31,7 @@ own(struct imp_model *m, void *p)
 }
 
 void *
-imp_alloc(struct imp_model *m, size_t n)
+import_alloc(struct import_model *m, size_t n)
 {
     void *p = must(calloc(1, n ? n : 1));
     own(m, p);
@@ -39,21 +39,21 @@ imp_alloc(struct imp_model *m, size_t n)
 }
 
 const char *
-imp_strndup(struct imp_model *m, const char *s, size_t n)
+import_strndup(struct import_model *m, const char *s, size_t n)
 {
-    char *p = imp_alloc(m, n + 1);
+    char *p = import_alloc(m, n + 1);
     memcpy(p, s, n);
     return p;
 }
 
 const char *
-imp_strdup(struct imp_model *m, const char *s)
+import_strdup(struct import_model *m, const char *s)
 {
-    return s ? imp_strndup(m, s, strlen(s)) : NULL;
+    return s ? import_strndup(m, s, strlen(s)) : NULL;
 }
 
 const char *
-imp_fmt(struct imp_model *m, const char *fmt, ...)
+import_fmt(struct import_model *m, const char *fmt, ...)
 {
     va_list ap;
     char *s = NULL;
@@ -70,7 +70,7 @@ imp_fmt(struct imp_model *m, const char *fmt, ...)
  * move it), so arrays are freed by their owner's slot: they are kept in
  * |owned| only through the last pointer, updated here. */
 void *
-imp_push(struct imp_model *m, void *v, size_t *n, size_t *cap, size_t size)
+import_push(struct import_model *m, void *v, size_t *n, size_t *cap, size_t size)
 {
     char *a;
     memcpy(&a, v, sizeof(a));
@@ -95,7 +95,7 @@ imp_push(struct imp_model *m, void *v, size_t *n, size_t *cap, size_t size)
 }
 
 void
-imp_note(struct imp_model *m, unsigned line, const char *fmt, ...)
+import_note(struct import_model *m, unsigned line, const char *fmt, ...)
 {
     struct import_result *r = m->out;
     char what[600], *s = NULL;
@@ -118,46 +118,46 @@ imp_note(struct imp_model *m, unsigned line, const char *fmt, ...)
     r->notes[r->nnotes++] = s;
 }
 
-struct imp_kv *
-imp_kv_add(struct imp_model *m, struct imp_kvs *k, const char *key)
+struct import_kv *
+import_kv_add(struct import_model *m, struct import_kvs *k, const char *key)
 {
     for (size_t i = 0; i < k->n; i++)
         if (strcmp(k->v[i].key, key) == 0) {
             memset(&k->v[i], 0, sizeof(k->v[i]));
-            k->v[i].key = imp_strdup(m, key);
+            k->v[i].key = import_strdup(m, key);
             return &k->v[i];
         }
-    struct imp_kv *kv = imp_push(m, &k->v, &k->n, &k->cap, sizeof(*kv));
-    kv->key = imp_strdup(m, key);
+    struct import_kv *kv = import_push(m, &k->v, &k->n, &k->cap, sizeof(*kv));
+    kv->key = import_strdup(m, key);
     return kv;
 }
 
 void
-imp_kv_str(struct imp_model *m, struct imp_kvs *k, const char *key, const char *v)
+import_kv_str(struct import_model *m, struct import_kvs *k, const char *key, const char *v)
 {
-    struct imp_kv *kv = imp_kv_add(m, k, key);
-    kv->kind = IMP_STR;
-    kv->s = imp_strdup(m, v);
+    struct import_kv *kv = import_kv_add(m, k, key);
+    kv->kind = IMPORT_STR;
+    kv->s = import_strdup(m, v);
 }
 
 void
-imp_kv_num(struct imp_model *m, struct imp_kvs *k, const char *key, double v)
+import_kv_num(struct import_model *m, struct import_kvs *k, const char *key, double v)
 {
-    struct imp_kv *kv = imp_kv_add(m, k, key);
-    kv->kind = IMP_NUM;
+    struct import_kv *kv = import_kv_add(m, k, key);
+    kv->kind = IMPORT_NUM;
     kv->n = v;
 }
 
 void
-imp_kv_bool(struct imp_model *m, struct imp_kvs *k, const char *key, int v)
+import_kv_bool(struct import_model *m, struct import_kvs *k, const char *key, int v)
 {
-    struct imp_kv *kv = imp_kv_add(m, k, key);
-    kv->kind = IMP_BOOL;
+    struct import_kv *kv = import_kv_add(m, k, key);
+    kv->kind = IMPORT_BOOL;
     kv->b = v;
 }
 
-const struct imp_kv *
-imp_kv_get(const struct imp_kvs *k, const char *key)
+const struct import_kv *
+import_kv_get(const struct import_kvs *k, const char *key)
 {
     for (size_t i = 0; i < k->n; i++)
         if (strcmp(k->v[i].key, key) == 0)
@@ -166,7 +166,7 @@ imp_kv_get(const struct imp_kvs *k, const char *key)
 }
 
 void
-imp_copy(struct imp_model *m, const char *from, const char *to)
+import_add_copy(struct import_model *m, const char *from, const char *to)
 {
     struct import_result *r = m->out;
     r->copies = must(realloc(r->copies, (r->ncopies + 1) * sizeof(*r->copies)));
@@ -176,17 +176,17 @@ imp_copy(struct imp_model *m, const char *from, const char *to)
 }
 
 void
-imp_alias(struct imp_model *m, const char *name, const char *to, unsigned line)
+import_add_alias(struct import_model *m, const char *name, const char *to, unsigned line)
 {
-    struct imp_alias *a = imp_push(m, &m->aliases, &m->naliases, &m->acap, sizeof(*a));
-    a->name = imp_strdup(m, name);
+    struct import_alias *a = import_push(m, &m->aliases, &m->naliases, &m->acap, sizeof(*a));
+    a->name = import_strdup(m, name);
     a->to = to;
-    imp_note(m, line, "proxy '%s' is %s by another name: groups and rules naming it use %s",
+    import_note(m, line, "proxy '%s' is %s by another name: groups and rules naming it use %s",
              name, to, to);
 }
 
 static const char *
-unalias(const struct imp_model *m, const char *n)
+unalias(const struct import_model *m, const char *n)
 {
     for (size_t i = 0; i < m->naliases; i++)
         if (strcmp(m->aliases[i].name, n) == 0)
@@ -195,20 +195,20 @@ unalias(const struct imp_model *m, const char *n)
 }
 
 void
-imp_group_member(struct imp_model *m, struct imp_group *g, const char *name, unsigned line)
+import_group_member(struct import_model *m, struct import_group *g, const char *name, unsigned line)
 {
     for (size_t i = 0; i < g->nmembers; i++)
         if (strcmp(g->members[i].name, name) == 0)
             return;
-    struct imp_member *slot = imp_push(m, &g->members, &g->nmembers, &g->mcap, sizeof(*slot));
-    slot->name = imp_strdup(m, name);
+    struct import_member *slot = import_push(m, &g->members, &g->nmembers, &g->mcap, sizeof(*slot));
+    slot->name = import_strdup(m, name);
     slot->line = line;
 }
 
 const char *
-imp_file_name(struct imp_model *m, const char *name, const char *ext)
+import_file_name(struct import_model *m, const char *name, const char *ext)
 {
-    char *s = (char *)imp_fmt(m, "%s%s", name, ext);
+    char *s = (char *)import_fmt(m, "%s%s", name, ext);
     for (char *p = s; *p && p < s + strlen(name); p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '-' || *p == '_' || *p == '.'))
@@ -225,8 +225,8 @@ builtin_policy(const char *n)
            strcmp(n, "REJECT-NO-DROP") == 0 || strcmp(n, "REJECT-TINYGIF") == 0;
 }
 
-static struct imp_group *
-find_group(struct imp_model *m, const char *n)
+static struct import_group *
+find_group(struct import_model *m, const char *n)
 {
     for (size_t i = 0; i < m->ngroups; i++)
         if (strcmp(m->groups[i].name, n) == 0)
@@ -235,7 +235,7 @@ find_group(struct imp_model *m, const char *n)
 }
 
 static int
-is_proxy(const struct imp_model *m, const char *n)
+is_proxy(const struct import_model *m, const char *n)
 {
     for (size_t i = 0; i < m->nproxies; i++)
         if (strcmp(m->proxies[i].name, n) == 0)
@@ -244,7 +244,7 @@ is_proxy(const struct imp_model *m, const char *n)
 }
 
 static int
-is_provider(const struct imp_model *m, const char *n)
+is_provider(const struct import_model *m, const char *n)
 {
     for (size_t i = 0; i < m->nproviders; i++)
         if (strcmp(m->providers[i].name, n) == 0)
@@ -255,7 +255,7 @@ is_provider(const struct imp_model *m, const char *n)
 /* chute's groups hold proxies, DIRECT and REJECT: a member that is a group
  * gives its own members in its place (the nearest chute has). */
 static void
-flatten(struct imp_model *m, struct imp_group *g, unsigned char *state)
+flatten(struct import_model *m, struct import_group *g, unsigned char *state)
 {
     size_t gi = (size_t)(g - m->groups);
     if (state[gi] == 2)
@@ -265,47 +265,47 @@ flatten(struct imp_model *m, struct imp_group *g, unsigned char *state)
         return;
     }
     state[gi] = 1;
-    struct imp_member *old = g->members;
+    struct import_member *old = g->members;
     size_t n = g->nmembers;
     g->members = NULL;
     g->nmembers = g->mcap = 0;
     for (size_t i = 0; i < n; i++) {
-        struct imp_group *sub = find_group(m, old[i].name);
+        struct import_group *sub = find_group(m, old[i].name);
         if (builtin_policy(old[i].name) || is_proxy(m, old[i].name)) {
-            imp_group_member(m, g, old[i].name, old[i].line);
+            import_group_member(m, g, old[i].name, old[i].line);
         } else if (sub != NULL && state[sub - m->groups] == 1) {
-            imp_note(m, old[i].line, "group '%s': member '%s' leads back to this group: left out",
+            import_note(m, old[i].line, "group '%s': member '%s' leads back to this group: left out",
                      g->name, old[i].name);
         } else if (sub != NULL) {
             flatten(m, sub, state);
             if (sub->dropped) {
-                imp_note(m, old[i].line, "group '%s': member '%s' was left out (see its note): "
+                import_note(m, old[i].line, "group '%s': member '%s' was left out (see its note): "
                          "left out here too", g->name, old[i].name);
                 continue;
             }
-            imp_note(m, old[i].line, "group '%s': member '%s' is a group, and chute's groups hold "
+            import_note(m, old[i].line, "group '%s': member '%s' is a group, and chute's groups hold "
                      "proxies only: its %zu member%s%s %s listed in its place", g->name,
                      old[i].name, sub->nmembers, sub->nmembers == 1 ? "" : "s",
                      sub->nuse ? " and its providers" : "",
                      sub->nmembers == 1 && !sub->nuse ? "is" : "are");
             for (size_t k = 0; k < sub->nmembers; k++)
-                imp_group_member(m, g, sub->members[k].name, old[i].line);
+                import_group_member(m, g, sub->members[k].name, old[i].line);
             for (size_t k = 0; k < sub->nuse; k++) {
                 size_t j;
                 for (j = 0; j < g->nuse && strcmp(g->use[j], sub->use[k]) != 0; j++)
                     ;
                 if (j == g->nuse)
-                    *(const char **)imp_push(m, &g->use, &g->nuse, &g->ucap, sizeof(char *)) =
+                    *(const char **)import_push(m, &g->use, &g->nuse, &g->ucap, sizeof(char *)) =
                         sub->use[k];
             }
         } else {
-            imp_note(m, old[i].line, "group '%s': member '%s' is not a proxy chute imported: left out",
+            import_note(m, old[i].line, "group '%s': member '%s' is not a proxy chute imported: left out",
                      g->name, old[i].name);
         }
     }
     for (size_t k = 0; k < g->nuse; k++)
         if (!is_provider(m, g->use[k]))
-            imp_note(m, g->line, "group '%s': provider '%s' is not one chute imported: left out",
+            import_note(m, g->line, "group '%s': provider '%s' is not one chute imported: left out",
                      g->name, g->use[k]);
     size_t keep = 0;
     for (size_t k = 0; k < g->nuse; k++)
@@ -314,41 +314,41 @@ flatten(struct imp_model *m, struct imp_group *g, unsigned char *state)
     g->nuse = keep;
     if (g->nmembers == 0 && g->nuse == 0) {
         g->dropped = 1;
-        imp_note(m, g->line, "group '%s' has no member chute can use: left out, and the rules "
+        import_note(m, g->line, "group '%s' has no member chute can use: left out, and the rules "
                  "that name it", g->name);
     }
     state[gi] = 2;
 }
 
 static int
-policy_ok(struct imp_model *m, const char *p)
+policy_ok(struct import_model *m, const char *p)
 {
     if (builtin_policy(p) || is_proxy(m, p))
         return 1;
-    struct imp_group *g = find_group(m, p);
+    struct import_group *g = find_group(m, p);
     return g != NULL && !g->dropped;
 }
 
 /* What chute.proxy would refuse for want of a field: noted here, with the
  * proxy's line, and left out (the groups then note the member). */
 static void
-check_proxies(struct imp_model *m)
+check_proxies(struct import_model *m)
 {
     size_t keep = 0;
     for (size_t i = 0; i < m->nproxies; i++) {
-        struct imp_proxy *p = &m->proxies[i];
-        const char *type = imp_kv_get(&p->f, "type")->s;
-        int user = imp_kv_get(&p->f, "username") != NULL;
-        int pass = imp_kv_get(&p->f, "password") != NULL;
+        struct import_proxy *p = &m->proxies[i];
+        const char *type = import_kv_get(&p->f, "type")->s;
+        int user = import_kv_get(&p->f, "username") != NULL;
+        int pass = import_kv_get(&p->f, "password") != NULL;
         const char *why = NULL;
-        if (strcmp(type, "shadowsocks") == 0 && (!pass || !imp_kv_get(&p->f, "cipher")))
+        if (strcmp(type, "shadowsocks") == 0 && (!pass || !import_kv_get(&p->f, "cipher")))
             why = "needs a cipher and a password";
         else if (strcmp(type, "trojan") == 0 && !pass)
             why = "needs a password";
         else if (strcmp(type, "trojan") != 0 && strcmp(type, "shadowsocks") != 0 && user != pass)
             why = "a username and a password go together";
         if (why != NULL) {
-            imp_note(m, p->line, "proxy '%s' (%s): %s: left out", p->name, type, why);
+            import_note(m, p->line, "proxy '%s' (%s): %s: left out", p->name, type, why);
             continue;
         }
         m->proxies[keep++] = *p;
@@ -357,7 +357,7 @@ check_proxies(struct imp_model *m)
 }
 
 void
-imp_model_check(struct imp_model *m)
+import_model_check(struct import_model *m)
 {
     check_proxies(m);
     for (size_t i = 0; m->naliases > 0 && i < m->ngroups; i++)
@@ -365,7 +365,7 @@ imp_model_check(struct imp_model *m)
             m->groups[i].members[k].name = unalias(m, m->groups[i].members[k].name);
     for (size_t i = 0; m->naliases > 0 && i < m->nrules; i++)
         m->rules[i].policy = unalias(m, m->rules[i].policy);
-    unsigned char *state = imp_alloc(m, m->ngroups);
+    unsigned char *state = import_alloc(m, m->ngroups);
     for (size_t i = 0; i < m->ngroups; i++)
         flatten(m, &m->groups[i], state);
     /* Rules naming a policy chute does not have: left out, one note per
@@ -374,7 +374,7 @@ imp_model_check(struct imp_model *m)
     const char *seen[64];
     size_t nseen = 0;
     for (size_t i = 0; i < m->nrules; i++) {
-        struct imp_rule *r = &m->rules[i];
+        struct import_rule *r = &m->rules[i];
         if (policy_ok(m, r->policy)) {
             m->rules[keep++] = *r;
             continue;
@@ -388,7 +388,7 @@ imp_model_check(struct imp_model *m)
             count += strcmp(m->rules[j].policy, r->policy) == 0;
         if (nseen < 64)
             seen[nseen++] = r->policy;
-        imp_note(m, r->line, "%zu rule%s name%s policy '%s', which chute does not have: left out "
+        import_note(m, r->line, "%zu rule%s name%s policy '%s', which chute does not have: left out "
                  "(flows go on to the rules below)", count, count == 1 ? "" : "s",
                  count == 1 ? "s" : "", r->policy);
     }

@@ -57,45 +57,45 @@ is_type(struct span t, const char *name)
 }
 
 static const char *
-upper(struct imp_model *m, struct span t)
+upper(struct import_model *m, struct span t)
 {
-    char *s = (char *)imp_strndup(m, t.p, t.n);
+    char *s = (char *)import_strndup(m, t.p, t.n);
     for (char *p = s; *p; p++)
         if (*p >= 'a' && *p <= 'z')
             *p = (char)(*p - 32);
     return s;
 }
 
-static int parse_cond(struct imp_model *m, struct span *f, int nf, unsigned line,
-                      struct imp_cond *c, int depth);
+static int parse_cond(struct import_model *m, struct span *f, int nf, unsigned line,
+                      struct import_cond *c, int depth);
 
 /* "((A,B),(C,D))": the conditions inside the outer parentheses. */
 static int
-parse_subs(struct imp_model *m, struct span v, unsigned line, struct imp_cond *c, int depth)
+parse_subs(struct import_model *m, struct span v, unsigned line, struct import_cond *c, int depth)
 {
     struct span items[MAX_FIELDS];
     if (v.n < 2 || v.p[0] != '(' || v.p[v.n - 1] != ')' || depth > 8) {
-        imp_note(m, line, "%s: expected ((TYPE,VALUE),(TYPE,VALUE)): left out", c->type);
+        import_note(m, line, "%s: expected ((TYPE,VALUE),(TYPE,VALUE)): left out", c->type);
         return -1;
     }
     int n = split((struct span){v.p + 1, v.n - 2}, items, MAX_FIELDS);
     if (n <= 0 || (strcmp(c->type, "NOT") == 0 && n != 1)) {
-        imp_note(m, line, "%s: %s: left out", c->type,
+        import_note(m, line, "%s: %s: left out", c->type,
                  n <= 0 ? "unbalanced parentheses" : "NOT takes one condition");
         return -1;
     }
-    c->sub = imp_alloc(m, (size_t)n * sizeof(*c->sub));
+    c->sub = import_alloc(m, (size_t)n * sizeof(*c->sub));
     c->nsub = (size_t)n;
     for (int i = 0; i < n; i++) {
         struct span it = items[i], f[MAX_FIELDS];
         if (it.n < 2 || it.p[0] != '(' || it.p[it.n - 1] != ')') {
-            imp_note(m, line, "%s: condition %d is not (TYPE,VALUE): left out", c->type, i + 1);
+            import_note(m, line, "%s: condition %d is not (TYPE,VALUE): left out", c->type, i + 1);
             return -1;
         }
         int nf = split((struct span){it.p + 1, it.n - 2}, f, MAX_FIELDS);
         if (nf < 2 || parse_cond(m, f, nf, line, &c->sub[i], depth + 1) != 0) {
             if (nf < 2)
-                imp_note(m, line, "%s: condition %d has no value: left out", c->type, i + 1);
+                import_note(m, line, "%s: condition %d has no value: left out", c->type, i + 1);
             return -1;
         }
     }
@@ -104,23 +104,23 @@ parse_subs(struct imp_model *m, struct span v, unsigned line, struct imp_cond *c
 
 /* f[0] TYPE, f[1] VALUE, f[2..] options (the policy is the caller's). */
 static int
-parse_cond(struct imp_model *m, struct span *f, int nf, unsigned line, struct imp_cond *c,
+parse_cond(struct import_model *m, struct span *f, int nf, unsigned line, struct import_cond *c,
            int depth)
 {
     c->type = upper(m, f[0]);
     if (is_type(f[0], "AND") || is_type(f[0], "OR") || is_type(f[0], "NOT"))
         return parse_subs(m, f[1], line, c, depth);
-    c->value = imp_strndup(m, f[1].p, f[1].n);
+    c->value = import_strndup(m, f[1].p, f[1].n);
     if (nf > 2) {
-        c->opts = imp_alloc(m, (size_t)(nf - 2) * sizeof(char *));
+        c->opts = import_alloc(m, (size_t)(nf - 2) * sizeof(char *));
         for (int i = 2; i < nf; i++)
-            c->opts[c->nopts++] = imp_strndup(m, f[i].p, f[i].n);
+            c->opts[c->nopts++] = import_strndup(m, f[i].p, f[i].n);
     }
     if (strcmp(c->type, "RULE-SET") == 0 || strcmp(c->type, "DOMAIN-SET") == 0) {
         c->ruleset = c->value;
         return 0;
     }
-    return imp_cond_check(m, c, line);
+    return import_cond_check(m, c, line);
 }
 
 /* Types another part of chute evaluates (GEOIP/GEOSITE databases): kept as
@@ -136,7 +136,7 @@ passed_through(const char *t)
 }
 
 int
-imp_cond_check(struct imp_model *m, const struct imp_cond *c, unsigned line)
+import_cond_check(struct import_model *m, const struct import_cond *c, unsigned line)
 {
     if (passed_through(c->type))
         return 0;
@@ -150,11 +150,11 @@ imp_cond_check(struct imp_model *m, const struct imp_cond *c, unsigned line)
                               mem_slice(c->value, strlen(c->value)), opts, n, e, 32, msg,
                               sizeof(msg));
     if (rc < 0) {
-        imp_note(m, line, "rule %s,%s: %s: left out", c->type, c->value, msg);
+        import_note(m, line, "rule %s,%s: %s: left out", c->type, c->value, msg);
         return -1;
     }
     if (e[0].type == RULES_T_UNSUPPORTED) {
-        imp_note(m, line, "chute cannot evaluate %s rules (%s,%s): left out", c->type, c->type,
+        import_note(m, line, "chute cannot evaluate %s rules (%s,%s): left out", c->type, c->type,
                  c->value);
         return -1;
     }
@@ -162,27 +162,27 @@ imp_cond_check(struct imp_model *m, const struct imp_cond *c, unsigned line)
 }
 
 int
-imp_rule_parse(struct imp_model *m, const char *text, size_t len, unsigned line,
-               struct imp_rule *r, int surge)
+import_rule_parse(struct import_model *m, const char *text, size_t len, unsigned line,
+               struct import_rule *r, int surge)
 {
     struct span f[MAX_FIELDS];
     int nf = split(trim((struct span){text, len}), f, MAX_FIELDS);
     memset(r, 0, sizeof(*r));
     r->line = line;
     if (nf < 2) {
-        imp_note(m, line, "rule '%.*s': expected TYPE,VALUE,POLICY: left out", (int)len, text);
+        import_note(m, line, "rule '%.*s': expected TYPE,VALUE,POLICY: left out", (int)len, text);
         return -1;
     }
     if (is_type(f[0], "MATCH") || is_type(f[0], "FINAL")) {
         r->c.type = "FINAL";
-        r->policy = imp_strndup(m, f[1].p, f[1].n);
+        r->policy = import_strndup(m, f[1].p, f[1].n);
         for (int i = 2; i < nf; i++)
-            imp_note(m, line, "%.*s option '%.*s' is not supported by chute: ignored",
+            import_note(m, line, "%.*s option '%.*s' is not supported by chute: ignored",
                      (int)f[0].n, f[0].p, (int)f[i].n, f[i].p);
         return 0;
     }
     if (nf < 3) {
-        imp_note(m, line, "rule '%.*s': no policy: left out", (int)len, text);
+        import_note(m, line, "rule '%.*s': no policy: left out", (int)len, text);
         return -1;
     }
     /* Options chute has no use for: Surge's extended-matching is kept
@@ -193,7 +193,7 @@ imp_rule_parse(struct imp_model *m, const char *text, size_t len, unsigned line,
     for (int i = 3; i < nf; i++) {
         if (surge && (is_type(f[i], "pre-matching") ||
                       (f[i].n > 16 && strncasecmp(f[i].p, "update-interval=", 16) == 0))) {
-            imp_note(m, line, "rule option '%.*s' is not supported by chute: ignored", (int)f[i].n,
+            import_note(m, line, "rule option '%.*s' is not supported by chute: ignored", (int)f[i].n,
                      f[i].p);
             continue;
         }
@@ -205,6 +205,6 @@ imp_rule_parse(struct imp_model *m, const char *text, size_t len, unsigned line,
     for (int i = 0; i < nopt; i++)
         cf[2 + i] = opts[i];
     (void)keep;
-    r->policy = imp_strndup(m, f[2].p, f[2].n);
+    r->policy = import_strndup(m, f[2].p, f[2].n);
     return parse_cond(m, cf, 2 + nopt, line, &r->c, 0);
 }

@@ -46,9 +46,9 @@ fields(struct tok line, struct tok *out, size_t max)
 }
 
 static const char *
-dup(struct imp_model *m, struct tok t)
+dup(struct import_model *m, struct tok t)
 {
-    return imp_strndup(m, t.p, t.n);
+    return import_strndup(m, t.p, t.n);
 }
 
 static int
@@ -78,20 +78,20 @@ truthy(struct tok v)
 }
 
 static void
-listen_addr(struct imp_model *m, const char *key, struct tok v)
+listen_addr(struct import_model *m, const char *key, struct tok v)
 {
     const char *s = dup(m, v);
     if (strchr(s, ':') == NULL)
-        s = imp_fmt(m, "127.0.0.1:%s", s);
-    imp_kv_str(m, &m->config, key, s);
+        s = import_fmt(m, "127.0.0.1:%s", s);
+    import_kv_str(m, &m->config, key, s);
 }
 
 static void
-general(struct imp_model *m, struct tok l, unsigned line)
+general(struct import_model *m, struct tok l, unsigned line)
 {
     struct tok k, v, f[16];
     if (!kv(l, &k, &v)) {
-        imp_note(m, line, "[General] '%.*s' is not key = value: ignored", (int)l.n, l.p);
+        import_note(m, line, "[General] '%.*s' is not key = value: ignored", (int)l.n, l.p);
         return;
     }
     if (eq(k, "http-listen")) {
@@ -102,35 +102,35 @@ general(struct imp_model *m, struct tok l, unsigned line)
         const char *c = eq(v, "verbose") ? "debug" : eq(v, "info") ? "info"
                         : eq(v, "notify") ? "info" : eq(v, "warning") ? "warn" : NULL;
         if (c != NULL)
-            imp_kv_str(m, &m->config, "log_level", c);
+            import_kv_str(m, &m->config, "log_level", c);
     } else if (eq(k, "dns-server")) {
         size_t n = fields(v, f, 16), nups = 0;
-        const char **ups = imp_alloc(m, 8 * sizeof(char *));
+        const char **ups = import_alloc(m, 8 * sizeof(char *));
         for (size_t i = 0; i < n; i++) {
             int plain = f[i].n > 0 && strspn(dup(m, f[i]), "0123456789.:[]abcdefABCDEF") == f[i].n;
             if (!plain || nups == 8)
-                imp_note(m, line, "dns-server %.*s: chute asks plain DNS servers (IP or IP:PORT, "
+                import_note(m, line, "dns-server %.*s: chute asks plain DNS servers (IP or IP:PORT, "
                          "up to 8; the system's by default): left out", (int)f[i].n, f[i].p);
             else
                 ups[nups++] = dup(m, f[i]);
         }
         if (nups > 0) {
-            struct imp_kv *x = imp_kv_add(m, &m->config, "dns.upstream");
-            x->kind = IMP_LIST;
+            struct import_kv *x = import_kv_add(m, &m->config, "dns.upstream");
+            x->kind = IMPORT_LIST;
             x->list = ups;
             x->nlist = nups;
         }
     } else {
-        imp_note(m, line, "[General] %.*s is not supported by chute: ignored", (int)k.n, k.p);
+        import_note(m, line, "[General] %.*s is not supported by chute: ignored", (int)k.n, k.p);
     }
 }
 
 static void
-proxy(struct imp_model *m, struct tok l, unsigned line)
+proxy(struct import_model *m, struct tok l, unsigned line)
 {
     struct tok name, rest, f[32];
     if (!kv(l, &name, &rest)) {
-        imp_note(m, line, "[Proxy] '%.*s' is not NAME = TYPE, ...: left out", (int)l.n, l.p);
+        import_note(m, line, "[Proxy] '%.*s' is not NAME = TYPE, ...: left out", (int)l.n, l.p);
         return;
     }
     size_t n = fields(rest, f, 32);
@@ -142,32 +142,32 @@ proxy(struct imp_model *m, struct tok l, unsigned line)
                         : strcasecmp(type, "https") == 0  ? "https"
                                                           : NULL;
     if (strcasecmp(type, "direct") == 0 || strncasecmp(type, "reject", 6) == 0) {
-        imp_alias(m, nm, type[0] == 'd' || type[0] == 'D' ? "DIRECT" : "REJECT", line);
+        import_add_alias(m, nm, type[0] == 'd' || type[0] == 'D' ? "DIRECT" : "REJECT", line);
         return;
     }
     if (ctype == NULL) {
-        imp_note(m, line, "proxy '%s': chute has no %s protocol: left out", nm, type);
+        import_note(m, line, "proxy '%s': chute has no %s protocol: left out", nm, type);
         return;
     }
     char *end;
     long port = n >= 3 ? strtol(dup(m, f[2]), &end, 10) : 0;
     if (n < 3 || f[1].n == 0 || port < 1 || port > 65535) {
-        imp_note(m, line, "proxy '%s': needs a server and a port 1..65535: left out", nm);
+        import_note(m, line, "proxy '%s': needs a server and a port 1..65535: left out", nm);
         return;
     }
-    struct imp_proxy p = {.name = nm, .line = line};
-    imp_kv_str(m, &p.f, "type", ctype);
-    imp_kv_str(m, &p.f, "server", dup(m, f[1]));
-    imp_kv_num(m, &p.f, "port", (double)port);
+    struct import_proxy p = {.name = nm, .line = line};
+    import_kv_str(m, &p.f, "type", ctype);
+    import_kv_str(m, &p.f, "server", dup(m, f[1]));
+    import_kv_num(m, &p.f, "port", (double)port);
     size_t pos = 0;
     for (size_t i = 3; i < n; i++) {
         struct tok k, v;
         if (!kv(f[i], &k, &v)) {
             /* socks5 / http: user, password by position */
             if (pos < 2 && (ctype[0] == 's' && ctype[1] == 'o' ? 1 : ctype[0] == 'h'))
-                imp_kv_str(m, &p.f, pos++ == 0 ? "username" : "password", dup(m, f[i]));
+                import_kv_str(m, &p.f, pos++ == 0 ? "username" : "password", dup(m, f[i]));
             else
-                imp_note(m, line, "proxy '%s': '%.*s' is not understood: ignored", nm,
+                import_note(m, line, "proxy '%s': '%.*s' is not understood: ignored", nm,
                          (int)f[i].n, f[i].p);
             continue;
         }
@@ -175,45 +175,45 @@ proxy(struct imp_model *m, struct tok l, unsigned line)
             const char *c = dup(m, v);
             if (strcasecmp(c, "aes-128-gcm") && strcasecmp(c, "aes-256-gcm") &&
                 strcasecmp(c, "chacha20-ietf-poly1305") && strcasecmp(c, "chacha20-poly1305")) {
-                imp_note(m, line, "proxy '%s': cipher '%s' is not one chute has (aes-128-gcm, "
+                import_note(m, line, "proxy '%s': cipher '%s' is not one chute has (aes-128-gcm, "
                          "aes-256-gcm, chacha20-ietf-poly1305): left out", nm, c);
                 return;
             }
-            imp_kv_str(m, &p.f, "cipher", c);
+            import_kv_str(m, &p.f, "cipher", c);
         } else if (eq(k, "password")) {
-            imp_kv_str(m, &p.f, "password", dup(m, v));
+            import_kv_str(m, &p.f, "password", dup(m, v));
         } else if (eq(k, "username")) {
-            imp_kv_str(m, &p.f, "username", dup(m, v));
+            import_kv_str(m, &p.f, "username", dup(m, v));
         } else if (eq(k, "sni")) {
-            imp_kv_str(m, &p.f, "sni", dup(m, v));
+            import_kv_str(m, &p.f, "sni", dup(m, v));
         } else if (eq(k, "skip-cert-verify")) {
             if (truthy(v))
-                imp_kv_bool(m, &p.f, "skip_cert_verify", 1);
+                import_kv_bool(m, &p.f, "skip_cert_verify", 1);
         } else if (eq(k, "udp-relay") && strcmp(ctype, "http") && strcmp(ctype, "https")) {
-            imp_kv_bool(m, &p.f, "udp", truthy(v));
+            import_kv_bool(m, &p.f, "udp", truthy(v));
         } else if (eq(k, "obfs") || eq(k, "ws") || eq(k, "shadow-tls-password")) {
-            imp_note(m, line, "proxy '%s': %.*s is not supported by chute: left out", nm,
+            import_note(m, line, "proxy '%s': %.*s is not supported by chute: left out", nm,
                      (int)k.n, k.p);
             return;
         } else {
-            imp_note(m, line, "proxy '%s': option %.*s is not supported by chute: ignored", nm,
+            import_note(m, line, "proxy '%s': option %.*s is not supported by chute: ignored", nm,
                      (int)k.n, k.p);
         }
     }
-    *(struct imp_proxy *)imp_push(m, &m->proxies, &m->nproxies, &m->pcap, sizeof(p)) = p;
+    *(struct import_proxy *)import_push(m, &m->proxies, &m->nproxies, &m->pcap, sizeof(p)) = p;
 }
 
 static void
-group(struct imp_model *m, struct tok l, unsigned line)
+group(struct import_model *m, struct tok l, unsigned line)
 {
     static const char *const types[] = {"select", "url-test", "fallback", "load-balance"};
     struct tok name, rest, f[256];
     if (!kv(l, &name, &rest)) {
-        imp_note(m, line, "[Proxy Group] '%.*s' is not NAME = TYPE, ...: left out", (int)l.n, l.p);
+        import_note(m, line, "[Proxy Group] '%.*s' is not NAME = TYPE, ...: left out", (int)l.n, l.p);
         return;
     }
     size_t n = fields(rest, f, 256);
-    struct imp_group *g = imp_push(m, &m->groups, &m->ngroups, &m->gcap, sizeof(*g));
+    struct import_group *g = import_push(m, &m->groups, &m->ngroups, &m->gcap, sizeof(*g));
     g->name = dup(m, name);
     g->line = line;
     g->type = dup(m, f[0]);
@@ -221,7 +221,7 @@ group(struct imp_model *m, struct tok l, unsigned line)
     for (t = 0; t < 4 && !eq(f[0], types[t]); t++)
         ;
     if (t == 4) {
-        imp_note(m, line, "group '%s': chute has no %s groups: left out", g->name, g->type);
+        import_note(m, line, "group '%s': chute has no %s groups: left out", g->name, g->type);
         g->dropped = 1;
         return;
     }
@@ -229,7 +229,7 @@ group(struct imp_model *m, struct tok l, unsigned line)
         struct tok k, v;
         if (!kv(f[i], &k, &v)) {
             if (f[i].n > 0)
-                imp_group_member(m, g, dup(m, f[i]), line);
+                import_group_member(m, g, dup(m, f[i]), line);
             continue;
         }
         char *end;
@@ -237,22 +237,22 @@ group(struct imp_model *m, struct tok l, unsigned line)
         if (eq(k, "url")) {
             const char *u = dup(m, v);
             if (strncasecmp(u, "https://", 8) == 0) {
-                const char *h = imp_fmt(m, "http://%s", u + 8);
-                imp_note(m, line, "group '%s': chute's health checks speak plain HTTP: url %s is "
+                const char *h = import_fmt(m, "http://%s", u + 8);
+                import_note(m, line, "group '%s': chute's health checks speak plain HTTP: url %s is "
                          "checked as %s", g->name, u, h);
                 u = h;
             }
-            imp_kv_str(m, &g->f, "url", u);
+            import_kv_str(m, &g->f, "url", u);
         } else if ((eq(k, "interval") || eq(k, "timeout") || eq(k, "tolerance")) && *end == '\0') {
-            imp_kv_num(m, &g->f, dup(m, k), x);
+            import_kv_num(m, &g->f, dup(m, k), x);
         } else if (eq(k, "include-all-proxies") && truthy(v)) {
             for (size_t j = 0; j < m->nproxies; j++)
-                imp_group_member(m, g, m->proxies[j].name, line);
+                import_group_member(m, g, m->proxies[j].name, line);
         } else if (eq(k, "policy-path")) {
-            imp_note(m, line, "group '%s': policy-path (a remote list of Surge proxy lines) is "
+            import_note(m, line, "group '%s': policy-path (a remote list of Surge proxy lines) is "
                      "not supported by chute: ignored", g->name);
         } else {
-            imp_note(m, line, "group '%s': option %.*s is not supported by chute: ignored",
+            import_note(m, line, "group '%s': option %.*s is not supported by chute: ignored",
                      g->name, (int)k.n, k.p);
         }
     }
@@ -266,7 +266,7 @@ is_url(const char *s)
 
 /* RULE-SET,x / DOMAIN-SET,x: Surge's LAN and SYSTEM, a URL, or a file. */
 static void
-ruleset(struct imp_model *m, struct imp_rule *r)
+ruleset(struct import_model *m, struct import_rule *r)
 {
     const char *v = r->c.ruleset;
     int domset = strcmp(r->c.type, "DOMAIN-SET") == 0;
@@ -278,25 +278,25 @@ ruleset(struct imp_model *m, struct imp_rule *r)
     for (size_t i = 0; i < m->nrulesets; i++)
         if (strcmp(m->rulesets[i].name, v) == 0)
             return;
-    struct imp_ruleset *rs = imp_push(m, &m->rulesets, &m->nrulesets, &m->rscap, sizeof(*rs));
+    struct import_ruleset *rs = import_push(m, &m->rulesets, &m->nrulesets, &m->rscap, sizeof(*rs));
     rs->name = v;
     rs->line = r->line;
     rs->format = domset ? "domain-set" : "surge";
     if (is_url(v)) {
         rs->remote = 1;
-        imp_kv_str(m, &rs->f, "url", v);
-        imp_kv_str(m, &rs->f, "format", rs->format);
+        import_kv_str(m, &rs->f, "url", v);
+        import_kv_str(m, &rs->f, "format", rs->format);
     } else if (m->o->chunk) {
-        rs->path = imp_fmt(m, "%s%s", m->o->base ? m->o->base : "", v);
+        rs->path = import_fmt(m, "%s%s", m->o->base ? m->o->base : "", v);
     } else {
         const char *slash = strrchr(v, '/');
-        rs->path = imp_fmt(m, "rules/%s", imp_file_name(m, slash ? slash + 1 : v, ""));
-        imp_copy(m, v, rs->path);
+        rs->path = import_fmt(m, "rules/%s", import_file_name(m, slash ? slash + 1 : v, ""));
+        import_add_copy(m, v, rs->path);
     }
 }
 
 static void
-rule(struct imp_model *m, struct tok l, unsigned line)
+rule(struct import_model *m, struct tok l, unsigned line)
 {
     /* A trailing "// comment" is Surge's. */
     for (size_t i = 0; i + 2 < l.n; i++)
@@ -304,12 +304,12 @@ rule(struct imp_model *m, struct tok l, unsigned line)
             l = trim(l.p, i);
             break;
         }
-    struct imp_rule r;
-    if (imp_rule_parse(m, l.p, l.n, line, &r, 1) != 0)
+    struct import_rule r;
+    if (import_rule_parse(m, l.p, l.n, line, &r, 1) != 0)
         return;
     if (r.c.ruleset != NULL)
         ruleset(m, &r);
-    *(struct imp_rule *)imp_push(m, &m->rules, &m->nrules, &m->rcap, sizeof(r)) = r;
+    *(struct import_rule *)import_push(m, &m->rules, &m->nrules, &m->rcap, sizeof(r)) = r;
 }
 
 static int
@@ -332,11 +332,11 @@ section(struct tok name)
 }
 
 int
-imp_surge(struct imp_model *m, const char *text, size_t len, char *err, size_t errlen)
+import_surge(struct import_model *m, const char *text, size_t len, char *err, size_t errlen)
 {
     /* The module: the profile's bytes with every line outside the rewrite
      * sections blanked, so its line numbers stay the profile's. */
-    char *mod = imp_alloc(m, len + 1);
+    char *mod = import_alloc(m, len + 1);
     size_t modn = 0;
     int sec = S_NONE, any_module = 0;
     unsigned line = 0, sec_line = 0;
@@ -359,7 +359,7 @@ imp_surge(struct imp_model *m, const char *text, size_t len, char *err, size_t e
                 return -1;
             }
             if (sec == S_OTHER)
-                imp_note(m, sec_line, "section [%.*s] is not supported by chute: %zu line%s "
+                import_note(m, sec_line, "section [%.*s] is not supported by chute: %zu line%s "
                          "left out", (int)sec_name.n, sec_name.p, sec_lines,
                          sec_lines == 1 ? "" : "s");
             sec_name = trim(l.p + 1, l.n - 2);
@@ -403,7 +403,7 @@ imp_surge(struct imp_model *m, const char *text, size_t len, char *err, size_t e
         }
     }
     if (sec == S_OTHER)
-        imp_note(m, sec_line, "section [%.*s] is not supported by chute: %zu line%s left out",
+        import_note(m, sec_line, "section [%.*s] is not supported by chute: %zu line%s left out",
                  (int)sec_name.n, sec_name.p, sec_lines, sec_lines == 1 ? "" : "s");
     if (any_module) {
         m->module = mod;
