@@ -301,6 +301,9 @@ import_clash_group(struct doc *d, yaml_node_t *gn)
     FOR_SEQ(d, import_yget(d, gn, "proxies"), it)
         if (import_yscalar(it))
             import_group_member(m, g, import_yscalar(it), import_yline(it));
+        else
+            import_note(m, import_yline(it), "group '%s': a member that is not a name: left out",
+                        name);
     if (import_ygetb(d, gn, "include-all") || import_ygetb(d, gn, "include-all-proxies"))
         for (size_t i = 0; i < m->nproxies; i++)
             import_group_member(m, g, m->proxies[i].name, line);

@@ -213,6 +213,9 @@ group(struct import_model *m, struct tok l, unsigned line)
         return;
     }
     size_t n = fields(rest, f, 256);
+    if (n == 256 && memchr(f[255].p, ',', rest.n - (size_t)(f[255].p - rest.p)) != NULL)
+        import_note(m, line, "group '%.*s': more than 255 members and options: the rest are left "
+                    "out", (int)name.n, name.p);
     struct import_group *g = import_push(m, &m->groups, &m->ngroups, &m->gcap, sizeof(*g));
     g->name = dup(m, name);
     g->line = line;
