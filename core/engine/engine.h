@@ -210,6 +210,8 @@ int engine_bundle_check(const char *path, int need_listener, char *err, size_t e
  * (main.lua, a Clash or Surge config), after saying on stderr what to pass
  * to `chute |cmd|` instead. */
 int engine_cli_bundle_arg(const char *cmd, const char *path);
+/* chute import CONFIG -o BUNDLE (import_cli.c) */
+int engine_import_main(int argc, char **argv);
 struct dns_resolver_opts;
 /* dns_glue.c: the resolver options a bundle's config asks for. */
 void engine_resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro);

@@ -22,6 +22,8 @@ static const char usage_main[] =
     "  run BUNDLE          run the engine on a script bundle (a folder with main.lua)\n"
     "  check BUNDLE        load and validate a bundle without opening sockets\n"
     "  route BUNDLE DEST   print the policy route() gives DEST (HOST or IP, optional :PORT)\n"
+    "  import CONFIG -o DIR write a bundle from a Clash/mihomo config.yaml or a Surge\n"
+    "                      profile.conf\n"
     "  ca init|export|path make, print or locate the local CA the MITM signs leaves with\n"
     "  ctl COMMAND         drive a running chute over its control API (status, flows,\n"
     "                      close, select, reload, logs)\n"
@@ -319,6 +321,8 @@ main(int argc, char **argv)
         return cmd_check(argc, argv);
     if (strcmp(cmd, "route") == 0)
         return cmd_route(argc, argv);
+    if (strcmp(cmd, "import") == 0)
+        return engine_import_main(argc, argv);
     if (strcmp(cmd, "ca") == 0)
         return engine_ca_main(argc, argv);
     if (strcmp(cmd, "ctl") == 0)

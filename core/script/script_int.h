@@ -246,6 +246,9 @@ int script_in_type_of(const struct flow *f);
 int script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line);
 /* bind_module.c: chute.module "file" | { text = ... } */
 int script_l_module(lua_State *L);
+/* bind_import.c: chute.clash "config.yaml" / chute.surge "profile.conf" */
+int script_l_clash(lua_State *L);
+int script_l_surge(lua_State *L);
 /* bind_rules.c: chute.rules { ... } */
 void script_rules_open(struct script *s);
 int script_l_rules(lua_State *L);

@@ -90,6 +90,8 @@ static const luaL_Reg core_funcs[] = {
     {"ruleset", script_l_ruleset},
     {"module", script_l_module},
     {"rules", script_l_rules},
+    {"clash", script_l_clash},
+    {"surge", script_l_surge},
     {"log", l_log},
     {"is_policy", l_is_policy},
     {"check_address", l_check_address},

@@ -295,6 +295,31 @@ function chute.ruleset(path, opts) end
 ---@param src string|chute.module.inline  a module file relative to the bundle, or { text = ... }
 function chute.module(src) end
 
+---@class chute.import.options
+---@field config? false|table  false: the bundle calls chute.config itself; a table: its keys replace the file's
+---@field route? false  false: chute.route is left to the bundle (call the returned function from it)
+
+--- Runs a Clash/mihomo config.yaml of the bundle as it is (at load time):
+--- its proxies, proxy-groups (groups of groups flattened), providers,
+--- rule-providers and rules, ports, dns and tun become chute.proxy /
+--- chute.group / chute.ruleset / chute.rules / chute.config, exactly as
+--- `chute import` would write them. What chute cannot do is logged once,
+--- with config.yaml:LINE and what was done instead; an error names the
+--- config's own line. Returns the rules' route function.
+---@param path string  relative to the bundle
+---@param opts? chute.import.options
+---@return fun(flow: chute.flow): chute.policy?
+function chute.clash(path, opts) end
+
+--- The same for a Surge profile.conf: [General], [Proxy], [Proxy Group],
+--- [Rule] (RULE-SET / DOMAIN-SET files and URLs), and its [MITM],
+--- [URL Rewrite], [Header Rewrite], [Map Local], [Body Rewrite] sections
+--- through chute.module.
+---@param path string  relative to the bundle
+---@param opts? chute.import.options
+---@return fun(flow: chute.flow): chute.policy?
+function chute.surge(path, opts) end
+
 --- Compiles a Surge/Clash-style rule list into a route function. Each rule is
 --- {TYPE, VALUE, POLICY [, option...]} read as a list line is ("no-resolve",
 --- "src", ...), {"RULE-SET", ruleset | "LAN" | "SYSTEM", POLICY [, "no-resolve"]},

@@ -1,0 +1,2 @@
+local chute = require "chute"
+chute.clash "broken.yaml"
