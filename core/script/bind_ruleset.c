@@ -115,7 +115,7 @@ struct load_ctx {
     int strict;         /* strict = true: a type chute cannot evaluate is an error */
     size_t unsupported; /* entries of such types left out */
     unsigned first_line;
-    char first_type[32];
+    char first_type[64];
 };
 
 /* IN-TYPE names as mihomo spells them (its C.Type), to chute's inbounds.
@@ -160,6 +160,37 @@ script_in_types(struct mem_slice v, uint8_t *mask)
         if (slash == NULL)
             return 0;
         p = slash + 1;
+    }
+}
+
+/* A geo line is matched when its file is there (GEOIP,LAN needs none). */
+static int
+geo_usable(struct script *s, const struct rules_entry *e)
+{
+    if ((e->type == RULES_T_GEOIP || e->type == RULES_T_SRC_GEOIP) && e->value.len == 3 &&
+        strncasecmp(e->value.ptr, "LAN", 3) == 0)
+        return 1;
+    return script_geo_available(s, e->type == RULES_T_GEOSITE     ? SCRIPT_GEO_SITE
+                                   : e->type == RULES_T_GEOIP ||
+                                           e->type == RULES_T_SRC_GEOIP
+                                       ? SCRIPT_GEO_MMDB
+                                       : SCRIPT_GEO_ASN);
+}
+
+static const char *
+geo_file_hint(enum rules_type t)
+{
+    switch (t) {
+    case RULES_T_GEOIP:
+    case RULES_T_SRC_GEOIP:
+        return " without geo.mmdb";
+    case RULES_T_IP_ASN:
+    case RULES_T_SRC_IP_ASN:
+        return " without geo.asn";
+    case RULES_T_GEOSITE:
+        return " without geo.geosite";
+    default:
+        return "";
     }
 }
 
@@ -315,8 +346,11 @@ on_entry(void *arg, const struct rules_entry *e)
     case RULES_T_IP_ASN:
     case RULES_T_SRC_IP_ASN:
     case RULES_T_GEOSITE:
-        rc = add_geo(ctx, e);
-        break;
+        if (geo_usable(ctx->s, e)) {
+            rc = add_geo(ctx, e);
+            break;
+        }
+        __attribute__((fallthrough)); /* no file for it: left out as below */
     default: /* types chute cannot evaluate */
         if (!ctx->strict) {
             if (ctx->unsupported++ == 0) {
@@ -325,8 +359,8 @@ on_entry(void *arg, const struct rules_entry *e)
                                          : mem_slice(rules_type_name(e->type),
                                                      strlen(rules_type_name(e->type)));
                 ctx->first_line = e->line;
-                snprintf(ctx->first_type, sizeof(ctx->first_type), "%.*s",
-                         (int)(t.len < 31 ? t.len : 31), t.ptr);
+                snprintf(ctx->first_type, sizeof(ctx->first_type), "%.*s%s",
+                         (int)(t.len < 31 ? t.len : 31), t.ptr, geo_file_hint(e->type));
             }
             return 0;
         }

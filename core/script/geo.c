@@ -318,6 +318,20 @@ default_path(struct script *s, int file)
     return p0;
 }
 
+int
+script_geo_available(struct script *s, enum script_geo_file file)
+{
+    int given;
+    char *p = choose_path(s, file, &given);
+    if (!given) {
+        free(p);
+        p = default_path(s, file);
+        given = p != NULL && access(p, F_OK) == 0;
+    }
+    free(p);
+    return given;
+}
+
 static int
 open_file(struct script *s, struct script_geo *g, int file, char *err, size_t errlen)
 {

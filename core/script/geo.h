@@ -24,6 +24,11 @@ enum script_geo_file { SCRIPT_GEO_MMDB, SCRIPT_GEO_ASN, SCRIPT_GEO_SITE, SCRIPT_
 /* A rule at |where| ("chute.rules: rule 3", "lists/a.list:7") needs |file|. */
 void script_geo_need(struct script *s, enum script_geo_file file, const char *where);
 
+/* Whether |file| is named in chute.config (called before) or lies in the
+ * bundle under its default name: a rule list's geo lines are left out
+ * with a warning when it is not, as lines chute cannot evaluate are. */
+int script_geo_available(struct script *s, enum script_geo_file file);
+
 /* GEOSITE,name ("cn", "google@ads"): the site's sets, shared by every rule
  * that names it; filled by script_geo_finish, or at once after the load
  * (a rule list swapped in later). NULL with |err| for a bad name, or
