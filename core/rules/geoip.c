@@ -1,6 +1,11 @@
-/* mmdb lookups through libmaxminddb, with each data record's codes
- * decoded once: libmaxminddb's MMDB_aget_value walks a record's map by
- * key names on every call, which would cost more than the tree walk. */
+/* mmdb files opened, checked and decoded by libmaxminddb; the search tree
+ * walked here, on the file libmaxminddb mapped (MaxMind DB format 2.0: a
+ * node is two records of 24, 28 or 32 bits, a record below node_count is
+ * the next node, node_count itself "no data", anything above it data at
+ * record - node_count - 16 in the data section). MMDB_lookup_sockaddr
+ * costs ~3x this loop (a generic record getter per bit, the result built),
+ * and a GEOIP rule runs once per new flow. Each data record's codes are
+ * decoded once (MMDB_aget_value walks a map by key names every call). */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,12 +31,53 @@ struct slot {
 
 struct rules_geoip {
     MMDB_s db;
+    const uint8_t *tree;
+    uint32_t nodes, bits;  /* node_count, record_size */
+    uint32_t v4_start;     /* the node for ::/96 (an IPv6 file), else 0 */
+    /* The record 16 bits down from the IPv4 start and from the root (an
+     * IPv6 file): a lookup starts there, 16 dependent loads shorter. */
+    uint32_t *top4, *top6;
     struct slot slots[SLOTS];
     char codes[CODES][RULES_GEOIP_CODE_MAX];
     size_t ncodes;
-    char scratch[RULES_GEOIP_MAX_CODES][RULES_GEOIP_CODE_MAX]; /* codes past CODES */
     char type[64];
 };
+
+/* Record |right| of |node|; node < nodes, so within the tree, which
+ * libmaxminddb checked lies within the file. */
+static inline uint32_t
+record_at(const struct rules_geoip *g, uint32_t node, unsigned right)
+{
+    const uint8_t *p;
+    switch (g->bits) {
+    case 24:
+        p = g->tree + (size_t)node * 6 + right * 3;
+        return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+    case 28:
+        p = g->tree + (size_t)node * 7;
+        if (right)
+            return (uint32_t)(p[3] & 0x0f) << 24 | (uint32_t)p[4] << 16 | (uint32_t)p[5] << 8 | p[6];
+        return (uint32_t)(p[3] & 0xf0) << 20 | (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+    default:
+        p = g->tree + (size_t)node * 8 + right * 4;
+        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    }
+}
+
+/* Where each 16-bit prefix below |start| leads: a node 16 levels down,
+ * or the record that ended the walk sooner (>= nodes). */
+static uint32_t *
+top_table(const struct rules_geoip *g, uint32_t start)
+{
+    uint32_t *t = malloc(65536 * sizeof(*t));
+    for (uint32_t i = 0; t != NULL && i < 65536; i++) {
+        uint32_t node = start;
+        for (int b = 15; b >= 0 && node < g->nodes; b--)
+            node = record_at(g, node, i >> b & 1);
+        t[i] = node;
+    }
+    return t;
+}
 
 struct rules_geoip *
 rules_geoip_open(const char *path, char *err, size_t errlen)
@@ -58,6 +104,36 @@ rules_geoip_open(const char *path, char *err, size_t errlen)
     }
     snprintf(g->type, sizeof(g->type), "%s",
              g->db.metadata.database_type ? g->db.metadata.database_type : "");
+    g->tree = g->db.file_content;
+    g->nodes = g->db.metadata.node_count;
+    g->bits = g->db.metadata.record_size;
+    if (g->bits != 24 && g->bits != 28 && g->bits != 32) { /* libmaxminddb refuses them too */
+        snprintf(err, errlen, "%s: unsupported record size %u", path, g->bits);
+        rules_geoip_free(g);
+        return NULL;
+    }
+    /* The walk reads nodes with no bound check of its own: the whole tree
+     * must lie within the file (libmaxminddb checks it too; this does not
+     * depend on its version). */
+    if ((uint64_t)g->nodes * g->bits / 4 + 16 > (uint64_t)g->db.file_size) {
+        snprintf(err, errlen, "%s: a search tree of %u nodes does not fit in the file's %lld "
+                 "bytes (cut short?)", path, g->nodes, (long long)g->db.file_size);
+        rules_geoip_free(g);
+        return NULL;
+    }
+    /* IPv4 addresses of an IPv6 file live under ::/96. */
+    uint32_t node = 0;
+    if (g->db.metadata.ip_version == 6)
+        for (int depth = 0; depth < 96 && node < g->nodes; depth++)
+            node = record_at(g, node, 0);
+    g->v4_start = node;
+    g->top4 = top_table(g, node);
+    g->top6 = g->db.metadata.ip_version == 6 ? top_table(g, 0) : NULL;
+    if (g->top4 == NULL || (g->db.metadata.ip_version == 6 && g->top6 == NULL)) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        rules_geoip_free(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -67,6 +143,8 @@ rules_geoip_free(struct rules_geoip *g)
     if (g == NULL)
         return;
     MMDB_close(&g->db);
+    free(g->top4);
+    free(g->top6);
     free(g);
 }
 
@@ -82,34 +160,62 @@ rules_geoip_built(const struct rules_geoip *g)
     return g->db.metadata.build_epoch;
 }
 
+/* From |node| at bit |i| of |addr| down to a record past the tree; one
+ * loop per record size, so the step is a load and a shift. */
+static uint32_t
+walk(const struct rules_geoip *g, uint32_t node, const uint8_t *addr, int i, int nbits)
+{
+    const uint8_t *t = g->tree, *p;
+    const uint32_t n = g->nodes;
+#define BIT(i) (addr[(i) >> 3] >> (7 - ((i) & 7)) & 1)
+    switch (g->bits) {
+    case 24:
+        for (; i < nbits && node < n; i++) {
+            p = t + (size_t)node * 6 + BIT(i) * 3;
+            node = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+        }
+        return node;
+    case 28:
+        for (; i < nbits && node < n; i++)
+            node = record_at(g, node, BIT(i));
+        return node;
+    default:
+        for (; i < nbits && node < n; i++) {
+            p = t + (size_t)node * 8 + BIT(i) * 4;
+            node = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+        }
+        return node;
+    }
+#undef BIT
+}
+
 static int
 lookup(struct rules_geoip *g, int family, const uint8_t *addr, MMDB_entry_s *e)
 {
     static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    struct sockaddr_storage ss;
-    int mmerr = 0;
+    uint32_t node;
+    int nbits;
 
-    memset(&ss, 0, sizeof(ss));
     if (family == AF_INET6 && memcmp(addr, mapped, 12) == 0) {
         family = AF_INET;
         addr += 12;
     }
     if (family == AF_INET) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        s4->sin_family = AF_INET;
-        memcpy(&s4->sin_addr, addr, 4);
-    } else if (family == AF_INET6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        s6->sin6_family = AF_INET6;
-        memcpy(&s6->sin6_addr, addr, 16);
+        node = g->top4[addr[0] << 8 | addr[1]];
+        nbits = 32;
+    } else if (family == AF_INET6 && g->top6 != NULL) {
+        node = g->top6[addr[0] << 8 | addr[1]];
+        nbits = 128;
     } else {
-        return 0;
+        return 0; /* an IPv6 address in an IPv4-only file */
     }
-    /* An IPv6 address in an IPv4-only file is an error here: no data. */
-    MMDB_lookup_result_s res = MMDB_lookup_sockaddr(&g->db, (const struct sockaddr *)&ss, &mmerr);
-    if (mmerr != MMDB_SUCCESS || !res.found_entry)
+    node = walk(g, node, addr, 16, nbits);
+    /* node_count: no data; below it: a tree deeper than the address
+     * (a corrupt file); past the data section: corrupt too. */
+    if (node <= g->nodes || node - g->nodes - 16 >= g->db.data_section_size)
         return 0;
-    *e = res.entry;
+    e->mmdb = &g->db;
+    e->offset = node - g->nodes - 16;
     return 1;
 }
 
@@ -138,25 +244,21 @@ get(MMDB_entry_s *e, MMDB_entry_data_s *d, const char *const *path)
     return MMDB_aget_value(e, d, path) == MMDB_SUCCESS && d->has_data;
 }
 
+/* A code past the CODES distinct ones is left out: country files have a
+ * few hundred, category files (Meta-geoip0) a few dozen more. */
 static void
-add_code(struct rules_geoip *g, struct slot *s, const MMDB_entry_data_s *d, int *cacheable)
+add_code(struct rules_geoip *g, struct slot *s, const MMDB_entry_data_s *d)
 {
     if (d->type != MMDB_DATA_TYPE_UTF8_STRING || d->data_size == 0 ||
         s->n == RULES_GEOIP_MAX_CODES)
         return;
     int i = intern(g, d->utf8_string, d->data_size);
-    if (i < 0) { /* a file with thousands of names: this record is not remembered */
-        size_t n = d->data_size < RULES_GEOIP_CODE_MAX - 1 ? d->data_size : RULES_GEOIP_CODE_MAX - 1;
-        memcpy(g->scratch[s->n], d->utf8_string, n);
-        g->scratch[s->n][n] = '\0';
-        *cacheable = 0;
-    }
-    unsigned k = s->n++;
-    s->idx[k] = (uint16_t)(i < 0 ? CODES + 1 + k : (unsigned)i);
+    if (i >= 0)
+        s->idx[s->n++] = (uint16_t)i;
 }
 
 /* Decodes record |e| into |s|, under whichever schema it has. */
-static int
+static void
 decode(struct rules_geoip *g, MMDB_entry_s *e, struct slot *s)
 {
     static const char *const iso[] = {"country", "iso_code", NULL};
@@ -164,24 +266,23 @@ decode(struct rules_geoip *g, MMDB_entry_s *e, struct slot *s)
     static const char *const asn[] = {"autonomous_system_number", NULL};
     static const char *const self[] = {NULL};
     MMDB_entry_data_s d;
-    int cacheable = 1;
 
     s->n = s->has_asn = 0;
     if (!get(e, &d, self))
-        return cacheable;
+        return;
     if (d.type == MMDB_DATA_TYPE_UTF8_STRING) {
-        add_code(g, s, &d, &cacheable);
+        add_code(g, s, &d);
     } else if (d.type == MMDB_DATA_TYPE_ARRAY) {
         for (unsigned i = 0; i < RULES_GEOIP_MAX_CODES && i < d.data_size; i++) {
             char num[4];
             const char *const path[] = {num, NULL};
             snprintf(num, sizeof(num), "%u", i);
             if (get(e, &d, path))
-                add_code(g, s, &d, &cacheable);
+                add_code(g, s, &d);
         }
     } else if (d.type == MMDB_DATA_TYPE_MAP) {
         if (get(e, &d, iso) || get(e, &d, flat))
-            add_code(g, s, &d, &cacheable);
+            add_code(g, s, &d);
         if (get(e, &d, asn)) {
             s->has_asn = 1;
             if (d.type == MMDB_DATA_TYPE_UINT32)
@@ -194,28 +295,22 @@ decode(struct rules_geoip *g, MMDB_entry_s *e, struct slot *s)
                 s->has_asn = 0;
         }
     }
-    return cacheable;
 }
 
 static struct slot *
 record(struct rules_geoip *g, int family, const uint8_t *addr)
 {
-    static struct slot uncached;
     MMDB_entry_s e;
 
     if (!lookup(g, family, addr, &e))
         return NULL;
     uint32_t key = e.offset + 1;
     struct slot *s = &g->slots[(key * 2654435761u) >> 20 & (SLOTS - 1)];
-    if (s->key == key)
-        return s;
-    if (decode(g, &e, s)) {
+    if (s->key != key) {
+        decode(g, &e, s);
         s->key = key;
-        return s;
     }
-    s->key = 0;
-    uncached = *s;
-    return &uncached;
+    return s;
 }
 
 int
@@ -226,7 +321,7 @@ rules_geoip_codes(struct rules_geoip *g, int family, const uint8_t *addr,
     if (s == NULL)
         return 0;
     for (unsigned i = 0; i < s->n; i++)
-        codes[i] = s->idx[i] < CODES ? g->codes[s->idx[i]] : g->scratch[s->idx[i] - CODES - 1];
+        codes[i] = g->codes[s->idx[i]];
     return s->n;
 }
 

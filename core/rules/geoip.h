@@ -35,8 +35,9 @@ uint64_t rules_geoip_built(const struct rules_geoip *g);
 
 /* The country codes (or category names) of |addr| (|family| AF_INET: 4
  * bytes, AF_INET6: 16; an IPv4-mapped IPv6 address is looked up as IPv4),
- * upper-cased, into |codes| (pointers that live until the next call or
- * rules_geoip_free). Returns how many (0: none, or not in the file). */
+ * upper-cased, into |codes| (pointers that live as long as |g|; a file
+ * with more than 1,024 distinct codes has the rest left out). Returns how
+ * many (0: none, or not in the file). */
 int rules_geoip_codes(struct rules_geoip *g, int family, const uint8_t *addr,
                       const char *codes[RULES_GEOIP_MAX_CODES]);
 

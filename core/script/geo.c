@@ -49,7 +49,7 @@ struct memo_entry {
     uint8_t addr[16];
     uint8_t n;          /* codes, or 1 when the ASN is known */
     uint32_t asn;
-    char codes[RULES_GEOIP_MAX_CODES][RULES_GEOIP_CODE_MAX];
+    const char *codes[RULES_GEOIP_MAX_CODES]; /* the database's (rules_geoip_codes) */
 };
 
 struct script_geo {
@@ -467,11 +467,7 @@ memo(struct script_geo *g, struct flow *f, int kind, int family, const uint8_t *
     memcpy(e->addr, addr, alen);
     e->n = 0;
     if (kind == 0 && g->db[0] != NULL) {
-        const char *codes[RULES_GEOIP_MAX_CODES];
-        int n = rules_geoip_codes(g->db[0], family, addr, codes);
-        for (int i = 0; i < n; i++)
-            snprintf(e->codes[i], sizeof(e->codes[i]), "%s", codes[i]);
-        e->n = (uint8_t)n;
+        e->n = (uint8_t)rules_geoip_codes(g->db[0], family, addr, e->codes);
     } else if (kind == 1 && g->db[1] != NULL) {
         e->n = (uint8_t)rules_geoip_asn(g->db[1], family, addr, &e->asn);
     }

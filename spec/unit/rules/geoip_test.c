@@ -12,6 +12,8 @@
 #include <cmocka.h>
 #include <sys/socket.h>
 
+#include <maxminddb.h>
+
 #include "rules/geoip.h"
 
 static char path[4096];
@@ -124,6 +126,61 @@ test_bad_files(void **state)
     assert_non_null(strstr(err, path));
 }
 
+/* chute's own tree walk against libmaxminddb's lookup, address by
+ * address, on random files of each record size. */
+static void
+same_as_libmaxminddb(const char *name)
+{
+    struct rules_geoip *g = open_fixture(name);
+    MMDB_s db;
+    assert_int_equal(MMDB_open(path, MMDB_MODE_MMAP, &db), MMDB_SUCCESS);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    size_t hits = 0;
+    for (int i = 0; i < 200000; i++) {
+        uint8_t a[16];
+        for (int k = 0; k < 16; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            a[k] = (uint8_t)x;
+        }
+        int v6 = i % 4 == 3 && db.metadata.ip_version == 6;
+        struct sockaddr_storage ss = {0};
+        if (v6) {
+            a[0] = (uint8_t)(0x20 | (a[0] & 0x1f)); /* where the random IPv6 networks are */
+            ((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+            memcpy(&((struct sockaddr_in6 *)&ss)->sin6_addr, a, 16);
+        } else {
+            ((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+            memcpy(&((struct sockaddr_in *)&ss)->sin_addr, a, 4);
+        }
+        int mmerr;
+        MMDB_lookup_result_s r = MMDB_lookup_sockaddr(&db, (struct sockaddr *)&ss, &mmerr);
+        assert_int_equal(mmerr, MMDB_SUCCESS);
+        char want[8] = "";
+        MMDB_entry_data_s d;
+        if (r.found_entry && MMDB_get_value(&r.entry, &d, "country", "iso_code", NULL) == 0 &&
+            d.has_data)
+            snprintf(want, sizeof(want), "%.*s", (int)d.data_size, d.utf8_string);
+        const char *c[RULES_GEOIP_MAX_CODES];
+        int n = rules_geoip_codes(g, v6 ? AF_INET6 : AF_INET, a, c);
+        if (strcmp(n > 0 ? c[0] : "", want) != 0)
+            fail_msg("%s: address %d: chute says '%s', libmaxminddb '%s'", name, i,
+                     n > 0 ? c[0] : "", want);
+        hits += want[0] != '\0';
+    }
+    assert_true(hits > 1000); /* the comparison saw data, not only misses */
+    MMDB_close(&db);
+    rules_geoip_free(g);
+}
+
+static void
+test_walk_matches_libmaxminddb(void **state)
+{
+    (void)state;
+    same_as_libmaxminddb("random24.mmdb");
+    same_as_libmaxminddb("random28.mmdb");
+    same_as_libmaxminddb("random32v4.mmdb");
+}
+
 static int
 lan(const char *ip)
 {
@@ -159,6 +216,7 @@ main(void)
         cmocka_unit_test(test_asn),
         cmocka_unit_test(test_meta_ipv4_only),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_walk_matches_libmaxminddb),
         cmocka_unit_test(test_lan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
