@@ -354,6 +354,14 @@ open_file(struct script *s, struct script_geo *g, int file, char *err, size_t er
     } else {
         g->db[file] = rules_geoip_open(g->path[file], why, sizeof(why));
         if (g->db[file] != NULL) {
+            /* A file given for the other job loads, and its rules never match. */
+            const char *type = rules_geoip_type(g->db[file]);
+            int country = strcasestr(type, "Country") || strcasestr(type, "City");
+            int asn_only = strcasestr(type, "ASN") && !country; /* "geo-whois-asn-country" */
+            if (file == SCRIPT_GEO_MMDB ? asn_only : country)
+                LOG_WARN("geo: geo.%s: %s is a %s database: %s rules will not match (it belongs "
+                         "in geo.%s)", keys[file], g->path[file], type,
+                         file == SCRIPT_GEO_ASN ? "IP-ASN" : "GEOIP", keys[!file]);
             LOG_DEBUG("geo: %s: %s, built %llu", g->path[file], rules_geoip_type(g->db[file]),
                       (unsigned long long)rules_geoip_built(g->db[file]));
             return 0;

@@ -107,6 +107,12 @@ run check bad
 expect "a site the file lacks is refused" 1 "" \
     "chute: bad/main.lua:5: chute.config: geo.geosite: bad/geosite.dat: GEOSITE,adz (chute.rules: rule 1): the file has no site 'adz' (it has 4 sites; names as in v2fly's domain-list-community: cn, google, category-ads-all, ...)"
 
+mk "$tmp/bad/Country.mmdb" --schema asn 1.1.1.0/24=13335
+sed -i 's/"GEOSITE", "adz"/"GEOSITE", "ads"/' "$tmp/bad/main.lua"
+run route bad 114.114.114.114
+expect "an ASN file given as geo.mmdb loads with a warning" 0 "DIRECT${T}route rule 11 FINAL" \
+    "warn  geo: geo.mmdb: bad/Country.mmdb is a GeoLite2-ASN database: GEOIP rules will not match (it belongs in geo.asn)"
+
 # Without geo = {...}: the names mihomo keeps, in the bundle; a rule that
 # needs a file says which and where it looked.
 mkdir -p "$tmp/nogeo"
@@ -134,5 +140,20 @@ sed -i 's/geosite = "geosite.dat"/geoip = "GeoIP.dat"/' "$tmp/bad-key/main.lua"
 run check bad-key
 expect "an unknown geo key lists the known ones" 1 "" \
     "chute: bad-key/main.lua:5: chute.config: unknown key 'geo.geoip' (known: asn, geosite, mmdb)"
+
+# examples/geo as it ships (its stand-in files).
+ex() { # DEST WANT
+    (cd "$CHUTE_TOP" && timeout 30 "$CHUTE" route examples/geo "$1") >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    log=$(cat "$tmp/err")
+    expect "examples/geo: $1 -> $2" 0 "$2" ""
+}
+ex x.ads.example "REJECT${T}route rule 1 GEOSITE,category-ads-all"
+ex www.example.cn "DIRECT${T}route rule 2 GEOSITE,cn"
+ex 192.168.1.5 "DIRECT${T}route rule 3 GEOIP,LAN"
+ex 223.5.5.5 "DIRECT${T}route rule 4 GEOIP,CN"
+ex '[240e::8]:443' "DIRECT${T}route rule 4 GEOIP,CN"
+ex 8.8.8.8 "proxy${T}route rule 5 FINAL"
 
 exit $failed
