@@ -19,7 +19,9 @@
 
 #include "rules/geoip.h"
 
-#define SLOTS 4096   /* records remembered, direct-mapped by data offset */
+#define SLOTS 8192   /* records remembered, by data offset (linear probing) */
+#define PROBES 8     /* slots tried before one is reused: a City file has more
+                      * records than SLOTS; a country file ~250 to a few thousand */
 #define CODES 1024   /* distinct codes interned */
 
 struct slot {
@@ -304,13 +306,20 @@ record(struct rules_geoip *g, int family, const uint8_t *addr)
 
     if (!lookup(g, family, addr, &e))
         return NULL;
-    uint32_t key = e.offset + 1;
-    struct slot *s = &g->slots[(key * 2654435761u) >> 20 & (SLOTS - 1)];
-    if (s->key != key) {
-        decode(g, &e, s);
-        s->key = key;
+    uint32_t key = e.offset + 1, h = (key * 2654435761u) >> 19;
+    for (unsigned i = 0; i < PROBES; i++) {
+        struct slot *s = &g->slots[(h + i) & (SLOTS - 1)];
+        if (s->key == key)
+            return s;
+        if (s->key == 0 || i == PROBES - 1) {
+            if (s->key != 0) /* all taken: the last one tried is reused */
+                s = &g->slots[h & (SLOTS - 1)];
+            decode(g, &e, s);
+            s->key = key;
+            return s;
+        }
     }
-    return s;
+    return NULL; /* not reached */
 }
 
 int

@@ -494,6 +494,8 @@ addr_matches(struct script_geo *g, struct flow *f, const struct want *w, int fam
 {
     if (w->kind == 0 && strcmp(w->code, "LAN") == 0)
         return rules_geoip_is_lan(family, addr);
+    if (g == NULL)
+        return 0;
     const struct memo_entry *e = memo(g, f, w->kind, family, addr);
     if (w->kind == 1)
         return e->n > 0 && e->asn == w->asn;
@@ -506,9 +508,7 @@ addr_matches(struct script_geo *g, struct flow *f, const struct want *w, int fam
 static int
 flow_matches(struct script *s, struct flow *f, const struct want *w, int src, int no_resolve)
 {
-    struct script_geo *g = s->geo;
-    if (g == NULL)
-        return 0;
+    struct script_geo *g = s->geo; /* NULL: no geo rule but GEOIP,LAN */
     if (src) {
         f->_reads |= FLOW_READ_UNCACHEABLE;
         if (f->src.ss_family == AF_INET)
