@@ -545,6 +545,17 @@ script_geo_asn(struct script *s, struct flow *f, uint32_t asn, int src, int no_r
 }
 
 int
+script_geo_update(struct script *s, const char *which, const char *path, char *err,
+                  size_t errlen)
+{
+    for (int f = 0; f < SCRIPT_GEO_FILES; f++)
+        if (strcmp(which, keys[f]) == 0)
+            return script_geo_replace(s, (enum script_geo_file)f, path, err, errlen);
+    snprintf(err, errlen, "geo: no file kind '%s' (mmdb, asn, geosite)", which);
+    return -1;
+}
+
+int
 script_geo_replace(struct script *s, enum script_geo_file file, const char *path, char *err,
                    size_t errlen)
 {

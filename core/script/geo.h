@@ -51,7 +51,8 @@ int script_geo_country(struct script *s, struct flow *f, const char *code, int s
                        int no_resolve);
 int script_geo_asn(struct script *s, struct flow *f, uint32_t asn, int src, int no_resolve);
 
-/* The seam for remote, auto-updated files: opens |path| as |file| (a
+/* The seam for remote, auto-updated files (script.h: script_geo_update
+ * is the door from outside core/script): opens |path| as |file| (a
  * country or ASN mmdb, or a geosite.dat whose sites are all compiled
  * again) and, only if that succeeds, swaps it in for the one in use.
  * -1 with |err|: the old one stays. The engine must drop its decision

@@ -79,6 +79,12 @@ test_replace(void **state)
     assert_int_equal(script_geo_replace(s, SCRIPT_GEO_MMDB, fixture("none.mmdb"), err,
                                         sizeof(err)), -1);
     assert_string_equal(decide(s, "10.9.8.7"), "REJECT");
+
+    /* The public door (script.h), by chute.config's key names. */
+    assert_int_equal(script_geo_update(s, "mmdb", fixture("country.mmdb"), err, sizeof(err)), 0);
+    assert_string_equal(decide(s, "114.114.114.114"), "REJECT");
+    assert_int_equal(script_geo_update(s, "geoip", fixture("country.mmdb"), err, sizeof(err)), -1);
+    assert_string_equal(err, "geo: no file kind 'geoip' (mmdb, asn, geosite)");
     script_free(s);
 }
 
