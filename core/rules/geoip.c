@@ -23,6 +23,16 @@
 #define PROBES 8     /* slots tried before one is reused: a City file has more
                       * records than SLOTS; a country file ~250 to a few thousand */
 #define CODES 1024   /* distinct codes interned */
+/* Bits of the address a lookup starts below: a table of 2^TOP4 records (4
+ * MiB, built in ~10 ms) for the IPv4 part of a file of at least BIG_FILE
+ * bytes, where most networks are /16-/24 (2^TOP_SMALL for a smaller file),
+ * and 2^TOP6 (256 KiB) for IPv6. Each bit is a dependent load the walk does
+ * not do, and those loads miss the CPU's caches: random IPv4 lookups in a
+ * 10 MB file took 150-170 ns from a 16-bit table, 55-75 ns from this one. */
+#define TOP4 20
+#define TOP_SMALL 16
+#define TOP6 16
+#define BIG_FILE (1 << 20)
 
 struct slot {
     uint32_t key;    /* data offset + 1; 0 empty */
@@ -36,9 +46,10 @@ struct rules_geoip {
     const uint8_t *tree;
     uint32_t nodes, bits;  /* node_count, record_size */
     uint32_t v4_start;     /* the node for ::/96 (an IPv6 file), else 0 */
-    /* The record 16 bits down from the IPv4 start and from the root (an
-     * IPv6 file): a lookup starts there, 16 dependent loads shorter. */
+    /* The records TOP4 bits down from the IPv4 start and TOP6 from the
+     * root (an IPv6 file): a lookup starts there. */
     uint32_t *top4, *top6;
+    int top4_bits;
     struct slot slots[SLOTS];
     char codes[CODES][RULES_GEOIP_CODE_MAX];
     size_t ncodes;
@@ -66,18 +77,22 @@ record_at(const struct rules_geoip *g, uint32_t node, unsigned right)
     }
 }
 
-/* Where each 16-bit prefix below |start| leads: a node 16 levels down,
- * or the record that ended the walk sooner (>= nodes). */
+/* Where each |depth|-bit prefix below |start| leads: a node |depth|
+ * levels down, or the record that ended the walk sooner (>= nodes). Built
+ * level by level, each from the one above. */
 static uint32_t *
-top_table(const struct rules_geoip *g, uint32_t start)
+top_table(const struct rules_geoip *g, uint32_t start, int depth)
 {
-    uint32_t *t = malloc(65536 * sizeof(*t));
-    for (uint32_t i = 0; t != NULL && i < 65536; i++) {
-        uint32_t node = start;
-        for (int b = 15; b >= 0 && node < g->nodes; b--)
-            node = record_at(g, node, i >> b & 1);
-        t[i] = node;
-    }
+    uint32_t *t = malloc(((size_t)1 << depth) * sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    t[0] = start;
+    for (int d = 0; d < depth; d++) /* 2^d entries become 2^(d+1), in place from the end */
+        for (uint32_t i = 1u << d; i-- > 0;) {
+            uint32_t node = t[i];
+            t[2 * i] = node < g->nodes ? record_at(g, node, 0) : node;
+            t[2 * i + 1] = node < g->nodes ? record_at(g, node, 1) : node;
+        }
     return t;
 }
 
@@ -129,8 +144,9 @@ rules_geoip_open(const char *path, char *err, size_t errlen)
         for (int depth = 0; depth < 96 && node < g->nodes; depth++)
             node = record_at(g, node, 0);
     g->v4_start = node;
-    g->top4 = top_table(g, node);
-    g->top6 = g->db.metadata.ip_version == 6 ? top_table(g, 0) : NULL;
+    g->top4_bits = g->db.file_size >= BIG_FILE ? TOP4 : TOP_SMALL;
+    g->top4 = top_table(g, node, g->top4_bits);
+    g->top6 = g->db.metadata.ip_version == 6 ? top_table(g, 0, TOP6) : NULL;
     if (g->top4 == NULL || (g->db.metadata.ip_version == 6 && g->top6 == NULL)) {
         snprintf(err, errlen, "%s: out of memory", path);
         rules_geoip_free(g);
@@ -202,16 +218,20 @@ lookup(struct rules_geoip *g, int family, const uint8_t *addr, MMDB_entry_s *e)
         family = AF_INET;
         addr += 12;
     }
+    int from;
     if (family == AF_INET) {
-        node = g->top4[addr[0] << 8 | addr[1]];
+        node = g->top4[((uint32_t)addr[0] << 24 | (uint32_t)addr[1] << 16 | (uint32_t)addr[2] << 8) >>
+                       (32 - g->top4_bits)];
         nbits = 32;
+        from = g->top4_bits;
     } else if (family == AF_INET6 && g->top6 != NULL) {
-        node = g->top6[addr[0] << 8 | addr[1]];
+        node = g->top6[(uint32_t)addr[0] << 8 | addr[1]];
         nbits = 128;
+        from = TOP6;
     } else {
         return 0; /* an IPv6 address in an IPv4-only file */
     }
-    node = walk(g, node, addr, 16, nbits);
+    node = walk(g, node, addr, from, nbits);
     /* node_count: no data; below it: a tree deeper than the address
      * (a corrupt file); past the data section: corrupt too. */
     if (node <= g->nodes || node - g->nodes - 16 >= g->db.data_section_size)

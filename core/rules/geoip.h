@@ -11,7 +11,10 @@
  *   GeoLite2-ASN                     { autonomous_system_number: 13335 }
  * A record's codes are decoded once per data record and kept (a country
  * database has a few hundred records for millions of addresses), so a
- * lookup is the tree walk and one probe. Single-threaded use. */
+ * lookup is the tree walk and one probe. Memory: the mapped file, plus
+ * 4.25 MiB of tables for a file of 1 MiB or more (where a lookup starts,
+ * 20 bits down its IPv4 tree and 16 down its IPv6 one), 512 KiB for a
+ * smaller one, and ~170 KiB of decoded records. Single-threaded use. */
 
 #include <stddef.h>
 #include <stdint.h>

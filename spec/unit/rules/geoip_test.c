@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 #include <cmocka.h>
@@ -21,6 +22,10 @@ static char path[4096];
 static const char *
 fixture(const char *name)
 {
+    if (name[0] == '/') { /* a file the test made */
+        snprintf(path, sizeof(path), "%s", name);
+        return path;
+    }
     const char *slash = strrchr(__FILE__, '/');
     int dir = slash ? (int)(slash - __FILE__) : 1;
     snprintf(path, sizeof(path), "%.*s/../../fixtures/geo/%s", dir, slash ? __FILE__ : ".", name);
@@ -172,6 +177,35 @@ same_as_libmaxminddb(const char *name)
     rules_geoip_free(g);
 }
 
+/* |name| with 1.5 MiB of unused bytes after its data section (before the
+ * metadata marker, where readers look), written to /tmp: a file that big
+ * gets the 20-bit IPv4 table. Returns the new file's name in /tmp. */
+static const char *
+padded(const char *name)
+{
+    static char out[64];
+    FILE *f = fopen(fixture(name), "rb");
+    assert_non_null(f);
+    static uint8_t buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    static const char marker[] = "\xab\xcd\xefMaxMind.com";
+    size_t at = 0;
+    for (size_t i = 0; i + sizeof(marker) - 1 <= n; i++)
+        if (memcmp(buf + i, marker, sizeof(marker) - 1) == 0)
+            at = i;
+    assert_true(at > 0);
+    snprintf(out, sizeof(out), "/tmp/geoip_test.%d.mmdb", (int)getpid());
+    f = fopen(out, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, at, f), at);
+    for (int i = 0; i < 3 << 19; i++)
+        fputc(0, f);
+    assert_int_equal(fwrite(buf + at, 1, n - at, f), n - at);
+    fclose(f);
+    return out;
+}
+
 static void
 test_walk_matches_libmaxminddb(void **state)
 {
@@ -179,6 +213,13 @@ test_walk_matches_libmaxminddb(void **state)
     same_as_libmaxminddb("random24.mmdb");
     same_as_libmaxminddb("random28.mmdb");
     same_as_libmaxminddb("random32v4.mmdb");
+    /* The same trees from the bigger start table. */
+    const char *big = padded("random24.mmdb");
+    same_as_libmaxminddb(big);
+    unlink(big);
+    big = padded("random32v4.mmdb");
+    same_as_libmaxminddb(big);
+    unlink(big);
 }
 
 static int
