@@ -15,14 +15,17 @@
  *   suffix   chute.rules { {"DOMAIN-SUFFIX", "example.com", "REJECT"},
  *            {"FINAL", "DIRECT"} }; queries: random names of 2-3 labels,
  *            10% under example.com
- *   none-ip, none-name   chute.rules { {"FINAL", "DIRECT"} } on the same
- *            two kinds of queries: the call's own cost, subtracted
+ *   none     chute.rules { {"FINAL", "DIRECT"} } on the same queries: the
+ *            call's own cost
  * 1,000,000 decisions each (--quick: 200,000) in batches of 1,000 timed
  * with the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID: not the time other
- * processes held the core), after 20,000 to warm up; median batch /
- * 1,000; the flows of a batch are zeroed before it, outside the timing. Also
- * the lookup alone (rules_geoip_codes, no Lua) on the same addresses.
- * Every decision is checked (wrong: 0). Lines "row NAME NS WRONG". */
+ * processes held the core); the flows of a batch are zeroed before it,
+ * outside the timing. A rule's bundle and none run the same batch in turn
+ * (the order alternating), so that both meet the same load on a shared
+ * machine; the rule's cost is the median of the per-batch differences.
+ * Also the lookup alone (rules_geoip_codes, no Lua) on the same addresses.
+ * Every decision is checked (wrong: 0). Lines "row NAME COST WRONG RULE_NS
+ * NONE_NS" (median ns per decision). */
 
 #include <arpa/inet.h>
 #include <stdint.h>
@@ -115,48 +118,63 @@ cmp(const void *a, const void *b)
 }
 
 static struct flow *fl;
+static uint64_t next_id = 1;
 
-/* Median ns per decision over |qs|, and the wrong ones in |*wrong|. */
+/* One batch of |qs| through |s|: CPU ns per decision; wrong ones counted. */
 static double
-run(struct script *s, const struct query *qs, size_t *wrong)
+batch(struct script *s, const struct query *qs, int check, size_t *wrong)
 {
-    size_t nb = nq / BATCH;
-    double *t = malloc(nb * sizeof(*t));
-    uint64_t id = 1;
-    *wrong = 0;
-    for (size_t w = 0; w < 20000; w++) { /* warm-up: other queries' order */
-        struct flow *f = &fl[0];
-        memset(f, 0, sizeof(*f));
-        f->id = id++;
-        f->dst = qs[(w * 7919) % nq].dst;
-        script_route(s, f);
+    for (size_t i = 0; i < BATCH; i++) {
+        memset(&fl[i], 0, sizeof(fl[i]));
+        fl[i].id = next_id++;
+        fl[i].network = FLOW_TCP;
+        fl[i].inbound = FLOW_IN_SOCKS;
+        fl[i].dst = qs[i].dst;
     }
-    for (size_t b = 0; b < nb; b++) {
-        for (size_t i = 0; i < BATCH; i++) {
-            memset(&fl[i], 0, sizeof(fl[i]));
-            fl[i].id = id++;
-            fl[i].network = FLOW_TCP;
-            fl[i].inbound = FLOW_IN_SOCKS;
-            fl[i].dst = qs[b * BATCH + i].dst;
-        }
-        uint64_t t0 = cpu_ns();
-        for (size_t i = 0; i < BATCH; i++)
-            script_route(s, &fl[i]);
-        t[b] = (double)(cpu_ns() - t0) / BATCH;
-        for (size_t i = 0; i < BATCH; i++) {
-            int want = qs[b * BATCH + i].reject;
-            if (want >= 0 && (fl[i].policy == FLOW_POLICY_REJECT) != want && (*wrong)++ == 0) {
-                char h[64];
-                flow_addr_host(&fl[i].dst, h, sizeof(h));
-                fprintf(stderr, "# rules_geo: the first wrong decision: %s, %s (%s)\n", h,
-                        want ? "not rejected" : "rejected", fl[i].why);
-            }
+    uint64_t t0 = cpu_ns();
+    for (size_t i = 0; i < BATCH; i++)
+        script_route(s, &fl[i]);
+    double t = (double)(cpu_ns() - t0) / BATCH;
+    for (size_t i = 0; check && i < BATCH; i++) {
+        if ((fl[i].policy == FLOW_POLICY_REJECT) != qs[i].reject && (*wrong)++ == 0) {
+            char h[64];
+            flow_addr_host(&fl[i].dst, h, sizeof(h));
+            fprintf(stderr, "# rules_geo: the first wrong decision: %s, %s (%s)\n", h,
+                    qs[i].reject ? "not rejected" : "rejected", fl[i].why);
         }
     }
-    qsort(t, nb, sizeof(*t), cmp);
-    double med = t[nb / 2];
-    free(t);
-    return med;
+    return t;
+}
+
+/* |rule| (deciding as qs[].reject says) and |base| (FINAL only) on the
+ * same queries, batch after batch in turn, so both see the same machine:
+ * a shared one changes speed from one second to the next. The medians of
+ * each, and of the per-pair difference (the rule's own cost). */
+static void
+pair(const char *name, struct script *rule, struct script *base, const struct query *qs)
+{
+    size_t nb = nq / BATCH, wrong = 0, ignored = 0;
+    double *a = malloc(nb * sizeof(*a)), *b = malloc(nb * sizeof(*b)), *d = malloc(nb * sizeof(*d));
+    for (size_t w = 0; w < 20; w++) { /* warm-up */
+        batch(rule, qs + ((w * 7) % nb) * BATCH, 0, &ignored);
+        batch(base, qs + ((w * 7) % nb) * BATCH, 0, &ignored);
+    }
+    for (size_t i = 0; i < nb; i++) {
+        int first = i & 1; /* which goes first alternates too */
+        if (first)
+            b[i] = batch(base, qs + i * BATCH, 0, &ignored);
+        a[i] = batch(rule, qs + i * BATCH, 1, &wrong);
+        if (!first)
+            b[i] = batch(base, qs + i * BATCH, 0, &ignored);
+        d[i] = a[i] - b[i];
+    }
+    qsort(a, nb, sizeof(*a), cmp);
+    qsort(b, nb, sizeof(*b), cmp);
+    qsort(d, nb, sizeof(*d), cmp);
+    printf("row %s %.1f %zu %.1f %.1f\n", name, d[nb / 2], wrong, a[nb / 2], b[nb / 2]);
+    free(a);
+    free(b);
+    free(d);
 }
 
 static struct script *
@@ -245,24 +263,12 @@ main(int argc, char **argv)
     free(t);
     rules_geoip_free(g);
 
-    size_t wrong;
-    double ns;
-    struct script *s = load(dir, "geo");
-    ns = run(s, ips, &wrong); /* before printf reads |wrong| */
-    printf("row geo %.1f %zu\n", ns, wrong);
-    script_free(s);
-    s = load(dir, "suffix");
-    ns = run(s, names, &wrong);
-    printf("row suffix %.1f %zu\n", ns, wrong);
-    script_free(s);
-    s = load(dir, "none");
-    for (size_t i = 0; i < nq; i++)
-        ips[i].reject = names[i].reject = 0;
-    ns = run(s, ips, &wrong);
-    printf("row none-ip %.1f %zu\n", ns, wrong);
-    ns = run(s, names, &wrong);
-    printf("row none-name %.1f %zu\n", ns, wrong);
-    script_free(s);
+    struct script *geo = load(dir, "geo"), *suffix = load(dir, "suffix"), *none = load(dir, "none");
+    pair("geo", geo, none, ips);
+    pair("suffix", suffix, none, names);
+    script_free(geo);
+    script_free(suffix);
+    script_free(none);
     free(ips);
     free(names);
     free(fl);
