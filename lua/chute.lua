@@ -215,6 +215,12 @@ local schema = {
       if #v == 0 or #v > 255 or v:find("[\r\n]") then return "an origin (\"*\", \"http://host:port\"), 1..255 bytes" end
     end },
   } },
+  -- GEOIP / IP-ASN / GEOSITE files (core/script/geo.c); keys as mihomo's geox-url
+  geo = { fields = {
+    mmdb = { type = "string", check = nonempty },
+    asn = { type = "string", check = nonempty },
+    geosite = { type = "string", check = nonempty },
+  } },
   budget = { type = "integer", check = function(v)
     if v < 1000 or v > 1000000000 then return "must be 1000..1000000000 instructions" end
   end },

@@ -35,11 +35,14 @@ enum rules_type {
     RULES_T_PROCESS_NAME,
     RULES_T_PROCESS_PATH,
     RULES_T_NETWORK,         /* NETWORK / PROTOCOL: tcp or udp */
-    RULES_T_GEOIP,           /* GEOIP,CC: parsed, matched later if ever */
-    RULES_T_IP_ASN,
+    RULES_T_GEOIP,           /* GEOIP,CC (country code, or mihomo's LAN) */
+    RULES_T_IP_ASN,          /* IP-ASN,13335 */
     RULES_T_IN_PORT,         /* IN-PORT: the port of the listener the flow came in on */
     RULES_T_IN_TYPE,         /* IN-TYPE: SOCKS5, HTTP, HTTPS, TUN (value checked by the user) */
     RULES_T_PROCESS_NAME_REGEX,
+    RULES_T_SRC_GEOIP,       /* SRC-GEOIP,CC: the source address's country */
+    RULES_T_SRC_IP_ASN,
+    RULES_T_GEOSITE,         /* GEOSITE,name[@attr...]: a site of a geosite.dat */
     RULES_T_UNSUPPORTED,     /* a real Surge/mihomo type chute cannot evaluate: |value| is
                               * the type's name; the caller skips it (one warning a list) */
     RULES_T_TYPE_COUNT,

@@ -52,6 +52,9 @@ static const struct {
     {"IN-PORT", RULES_T_IN_PORT, 0},
     {"IN-TYPE", RULES_T_IN_TYPE, 0},
     {"PROCESS-NAME-REGEX", RULES_T_PROCESS_NAME_REGEX, 0},
+    {"SRC-GEOIP", RULES_T_SRC_GEOIP, T_IP},
+    {"SRC-IP-ASN", RULES_T_SRC_IP_ASN, T_IP},
+    {"GEOSITE", RULES_T_GEOSITE, 0},
 };
 
 /* Rules that only make sense in a profile. */
@@ -61,7 +64,7 @@ static const char *const forbidden[] = {"MATCH", "FINAL", "RULE-SET"};
  * says "unsupported" rather than "unknown". */
 /* clang-format off */
 static const char *const unsupported[] = {
-    "AND", "OR", "NOT", "GEOSITE", "IP-SUFFIX", "SRC-IP-SUFFIX", "SRC-GEOIP", "SRC-IP-ASN",
+    "AND", "OR", "NOT", "IP-SUFFIX", "SRC-IP-SUFFIX",
     "IN-USER", "IN-NAME", "PROCESS-PATH-REGEX",
     "PROCESS-NAME-WILDCARD", "PROCESS-PATH-WILDCARD", "UID", "DSCP", "SRC-MAC", "USER-AGENT",
     "URL-REGEX", "SUBNET", "SCRIPT", "CELLULAR-RADIO", "DEVICE-NAME", "SUB-RULE", "HOSTNAME-TYPE",
@@ -426,11 +429,17 @@ rule_value(struct rules_entry *out, size_t max, char *msg, size_t msglen)
                         "https, quic, tls, doh, doh3, doq, stun)", RULES_SHOWN(v));
         return 1;
     case RULES_T_GEOIP:
+    case RULES_T_SRC_GEOIP:
         /* Country codes, and mihomo's names such as "private" or "lan". */
-        if (v.len > 32 || !word(v, "-_"))
+        if (v.len > 23 || !word(v, "-_"))
             return fail(msg, msglen, "bad country '%s'", RULES_SHOWN(v));
         return 1;
+    case RULES_T_GEOSITE: /* "cn", "geolocation-!cn", "google@ads" */
+        if (v.len > 128 || !word(v, "-_.!@"))
+            return fail(msg, msglen, "bad GEOSITE name '%s'", RULES_SHOWN(v));
+        return 1;
     case RULES_T_IP_ASN:
+    case RULES_T_SRC_IP_ASN:
         if (decimal(v.ptr, v.len, 0xffffffffULL, &asn) != 0)
             return fail(msg, msglen, "bad ASN '%s'", RULES_SHOWN(v));
         return 1;

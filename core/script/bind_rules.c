@@ -8,6 +8,7 @@
 #include "log/log.h"
 #include "rules/list.h"
 #include "rules/rules.h"
+#include "script/geo.h"
 #include "script/hint.h"
 #include "script/script_int.h"
 
@@ -26,6 +27,7 @@
 enum cond_type {
     C_DOMAIN, C_SUFFIX, C_KEYWORD, C_WILDCARD, C_REGEX, C_CIDR, C_SRC_CIDR, C_DST_PORT,
     C_SRC_PORT, C_IN_PORT, C_IN_TYPE, C_NETWORK, C_PROC_NAME, C_PROC_PATH, C_PROC_REGEX, C_SKIP,
+    C_GEOIP, C_SRC_GEOIP, C_ASN, C_SRC_ASN, C_GEOSITE,
     C_RULESET, C_FUNC, C_AND, C_OR, C_NOT, C_FINAL,
 };
 
@@ -44,6 +46,9 @@ struct cond {
     struct rules_regexes *re;
     struct rules_wildcards *wild;
     int ref;                 /* RULE-SET, FUNC: a registry reference */
+    char code[24];           /* GEOIP: the country code, upper-cased */
+    uint32_t asn;            /* IP-ASN */
+    struct script_geo_site *site; /* GEOSITE: owned by the script (geo.c) */
     struct cond *sub;        /* AND/OR/NOT */
     size_t nsub;
 };
@@ -250,7 +255,30 @@ parse_leaf(lua_State *L, struct cond *c, const char *where, const char *type, in
         c->type = e[0].type == RULES_T_PROCESS_NAME ? C_PROC_NAME : C_PROC_PATH;
         c->text = dup_lower(v, 0);
         break;
-    default: /* GEOIP, IP-ASN (no database yet) and types chute cannot evaluate */
+    case RULES_T_GEOIP:
+    case RULES_T_SRC_GEOIP:
+        c->type = e[0].type == RULES_T_GEOIP ? C_GEOIP : C_SRC_GEOIP;
+        for (size_t i = 0; i < v.len && i + 1 < sizeof(c->code); i++)
+            c->code[i] = (char)(v.ptr[i] >= 'a' && v.ptr[i] <= 'z' ? v.ptr[i] - 32 : v.ptr[i]);
+        if (strcmp(c->code, "LAN") != 0)
+            script_geo_need(script_of(L), SCRIPT_GEO_MMDB, where);
+        c->text = dup_lower(v, 0);
+        break;
+    case RULES_T_IP_ASN:
+    case RULES_T_SRC_IP_ASN:
+        c->type = e[0].type == RULES_T_IP_ASN ? C_ASN : C_SRC_ASN;
+        c->asn = (uint32_t)strtoul(val, NULL, 10);
+        script_geo_need(script_of(L), SCRIPT_GEO_ASN, where);
+        c->text = dup_lower(v, 0);
+        break;
+    case RULES_T_GEOSITE:
+        c->type = C_GEOSITE;
+        c->site = script_geo_site(script_of(L), v, where, err, sizeof(err));
+        if (c->site == NULL)
+            luaL_error(L, "%s: %s", where, err);
+        c->text = dup_lower(v, 0);
+        break;
+    default: /* types chute cannot evaluate */
         c->type = C_SKIP;
         c->text = dup_lower(v, 0);
         if (sk->n++ == 0)
@@ -464,6 +492,17 @@ cond_match(lua_State *L, const struct cond *c, struct flow *f, const char **fn_p
         return strcasecmp(c->type == C_PROC_NAME ? p->name : p->path, c->text) == 0;
     case C_SKIP:
         return 0;
+    case C_GEOIP:
+    case C_SRC_GEOIP:
+        return script_geo_country(script_of(L), f, c->code, c->type == C_SRC_GEOIP,
+                                  (c->options & RULES_OPT_NO_RESOLVE) != 0);
+    case C_ASN:
+    case C_SRC_ASN:
+        return script_geo_asn(script_of(L), f, c->asn, c->type == C_SRC_ASN,
+                              (c->options & RULES_OPT_NO_RESOLVE) != 0);
+    case C_GEOSITE:
+        h = host_of(f, &n);
+        return h && script_geo_site_match(c->site, h, n);
     case C_RULESET: {
         /* no-resolve: the list sees the name as unresolvable, for this call. */
         int hide = (c->options & RULES_OPT_NO_RESOLVE) && f->resolved.state == FLOW_RESOLVE_NONE;

@@ -10,6 +10,7 @@
 #include "rules/list.h"
 #include "rules/rules.h"
 #include "log/log.h"
+#include "script/geo.h"
 #include "script/script_int.h"
 
 /* chute.ruleset(path [, {format = ..., skip_invalid = bool, strict = bool}]): a rule list
@@ -41,10 +42,22 @@ struct ruleset {
     size_t nprocs_re;
     size_t nsrc;                   /* SRC-IP / SRC-PORT entries: matching reads the source */
     size_t nnames;                 /* entries matched against a host name */
+    struct geo_entry *geo;         /* GEOIP, SRC-GEOIP, IP-ASN, SRC-IP-ASN, GEOSITE lines */
+    size_t ngeo;
     size_t count;
     char *name;                    /* the path as the bundle gave it */
     const char *err;               /* set by the entry callback on failure */
     char errbuf[200];
+};
+
+/* A geo line of a list (script/geo.c matches it). */
+struct geo_entry {
+    enum rules_type type;
+    uint32_t tag;
+    int no_resolve;
+    char code[24];                 /* GEOIP: upper-cased */
+    uint32_t asn;
+    struct script_geo_site *site;  /* GEOSITE: the script's */
 };
 
 static void
@@ -66,6 +79,7 @@ ruleset_fini(struct ruleset *rs)
     free(rs->procs);
     free(rs->proc_tags);
     free(rs->proc_is_path);
+    free(rs->geo);
     free(rs->name);
     memset(rs, 0, sizeof(*rs));
 }
@@ -94,13 +108,14 @@ add_proc(struct ruleset *rs, struct mem_slice v, uint32_t tag, int is_path)
 }
 
 struct load_ctx {
+    struct script *s;
     struct ruleset *rs;
     enum rules_format fmt;
     int surge;          /* a Surge list: its DOMAIN-WILDCARD takes [...] classes */
     int strict;         /* strict = true: a type chute cannot evaluate is an error */
     size_t unsupported; /* entries of such types left out */
     unsigned first_line;
-    char first_type[32];
+    char first_type[64];
 };
 
 /* IN-TYPE names as mihomo spells them (its C.Type), to chute's inbounds.
@@ -145,6 +160,101 @@ script_in_types(struct mem_slice v, uint8_t *mask)
         if (slash == NULL)
             return 0;
         p = slash + 1;
+    }
+}
+
+/* A geo line is matched when its file is there (GEOIP,LAN needs none). */
+static int
+geo_usable(struct script *s, const struct rules_entry *e)
+{
+    if ((e->type == RULES_T_GEOIP || e->type == RULES_T_SRC_GEOIP) && e->value.len == 3 &&
+        strncasecmp(e->value.ptr, "LAN", 3) == 0)
+        return 1;
+    return script_geo_available(s, e->type == RULES_T_GEOSITE     ? SCRIPT_GEO_SITE
+                                   : e->type == RULES_T_GEOIP ||
+                                           e->type == RULES_T_SRC_GEOIP
+                                       ? SCRIPT_GEO_MMDB
+                                       : SCRIPT_GEO_ASN);
+}
+
+static const char *
+geo_file_hint(enum rules_type t)
+{
+    switch (t) {
+    case RULES_T_GEOIP:
+    case RULES_T_SRC_GEOIP:
+        return " without geo.mmdb";
+    case RULES_T_IP_ASN:
+    case RULES_T_SRC_IP_ASN:
+        return " without geo.asn";
+    case RULES_T_GEOSITE:
+        return " without geo.geosite";
+    default:
+        return "";
+    }
+}
+
+static int
+add_geo(struct load_ctx *ctx, const struct rules_entry *e)
+{
+    struct ruleset *rs = ctx->rs;
+    struct geo_entry *v = realloc(rs->geo, (rs->ngeo + 1) * sizeof(*v));
+    if (v == NULL)
+        return -1;
+    rs->geo = v;
+    struct geo_entry *g = &v[rs->ngeo];
+    memset(g, 0, sizeof(*g));
+    g->type = e->type;
+    g->tag = e->line;
+    g->no_resolve = (e->options & RULES_OPT_NO_RESOLVE) != 0;
+    char where[160];
+    snprintf(where, sizeof(where), "%.120s:%u", rs->name, e->line);
+    if (e->type == RULES_T_GEOSITE) {
+        g->site = script_geo_site(ctx->s, e->value, where, rs->errbuf, sizeof(rs->errbuf));
+        if (g->site == NULL)
+            return -1;
+        rs->nnames++;
+    } else if (e->type == RULES_T_GEOIP || e->type == RULES_T_SRC_GEOIP) {
+        for (size_t i = 0; i < e->value.len && i + 1 < sizeof(g->code); i++)
+            g->code[i] = (char)(e->value.ptr[i] >= 'a' && e->value.ptr[i] <= 'z'
+                                    ? e->value.ptr[i] - 32
+                                    : e->value.ptr[i]);
+        if (strcmp(g->code, "LAN") != 0)
+            script_geo_need(ctx->s, SCRIPT_GEO_MMDB, where);
+    } else {
+        for (size_t i = 0; i < e->value.len; i++) /* digits only: the parser checked */
+            g->asn = g->asn * 10 + (uint32_t)(e->value.ptr[i] - '0');
+        script_geo_need(ctx->s, SCRIPT_GEO_ASN, where);
+    }
+    if (e->type == RULES_T_SRC_GEOIP || e->type == RULES_T_SRC_IP_ASN)
+        rs->nsrc++;
+    else if (e->type != RULES_T_GEOSITE && !g->no_resolve)
+        rs->nres++;
+    rs->ngeo++;
+    return 0;
+}
+
+/* The geo lines before |*best| that match |f|; with |resolving|, the
+ * destination lines that resolve a name (asked only when nothing else
+ * matched, as for IP-CIDR lines). */
+static void
+match_geo(lua_State *L, struct ruleset *rs, struct flow *f, const char *h, size_t n,
+          int resolving, uint32_t *best)
+{
+    struct script *s = script_of(L);
+    for (size_t i = 0; i < rs->ngeo; i++) {
+        struct geo_entry *g = &rs->geo[i];
+        int src = g->type == RULES_T_SRC_GEOIP || g->type == RULES_T_SRC_IP_ASN, hit;
+        if (g->tag >= *best || (resolving && (src || g->no_resolve || g->site != NULL)))
+            continue;
+        if (g->site != NULL)
+            hit = h != NULL && script_geo_site_match(g->site, h, n);
+        else if (g->type == RULES_T_GEOIP || g->type == RULES_T_SRC_GEOIP)
+            hit = script_geo_country(s, f, g->code, src, !resolving);
+        else
+            hit = script_geo_asn(s, f, g->asn, src, !resolving);
+        if (hit)
+            *best = g->tag;
     }
 }
 
@@ -231,7 +341,17 @@ on_entry(void *arg, const struct rules_entry *e)
     case RULES_T_PROCESS_PATH:
         rc = add_proc(rs, e->value, tag, e->type == RULES_T_PROCESS_PATH);
         break;
-    default: /* GEOIP, IP-ASN (no database yet), and types chute cannot evaluate */
+    case RULES_T_GEOIP:
+    case RULES_T_SRC_GEOIP:
+    case RULES_T_IP_ASN:
+    case RULES_T_SRC_IP_ASN:
+    case RULES_T_GEOSITE:
+        if (geo_usable(ctx->s, e)) {
+            rc = add_geo(ctx, e);
+            break;
+        }
+        __attribute__((fallthrough)); /* no file for it: left out as below */
+    default: /* types chute cannot evaluate */
         if (!ctx->strict) {
             if (ctx->unsupported++ == 0) {
                 struct mem_slice t = e->type == RULES_T_UNSUPPORTED
@@ -239,8 +359,8 @@ on_entry(void *arg, const struct rules_entry *e)
                                          : mem_slice(rules_type_name(e->type),
                                                      strlen(rules_type_name(e->type)));
                 ctx->first_line = e->line;
-                snprintf(ctx->first_type, sizeof(ctx->first_type), "%.*s",
-                         (int)(t.len < 31 ? t.len : 31), t.ptr);
+                snprintf(ctx->first_type, sizeof(ctx->first_type), "%.*s%s",
+                         (int)(t.len < 31 ? t.len : 31), t.ptr, geo_file_hint(e->type));
             }
             return 0;
         }
@@ -300,8 +420,8 @@ ruleset_push(lua_State *L, const char *name)
  * out. Never raises (the caller holds |buf|): -1 with |err| naming the
  * list and the line. */
 static int
-ruleset_fill(struct ruleset *rs, const char *buf, size_t len, int fmt, int skip, int strict,
-             char *err, size_t errlen)
+ruleset_fill(struct script *s, struct ruleset *rs, const char *buf, size_t len, int fmt, int skip,
+             int strict, char *err, size_t errlen)
 {
     const char *name = rs->name;
     if (fmt == RULES_FORMAT_AUTO && rules_list_ambiguous(buf, len)) {
@@ -312,7 +432,7 @@ ruleset_fill(struct ruleset *rs, const char *buf, size_t len, int fmt, int skip,
     }
     if (fmt == RULES_FORMAT_AUTO)
         fmt = rules_list_detect(buf, len);
-    struct load_ctx ctx = {.rs = rs, .fmt = (enum rules_format)fmt,
+    struct load_ctx ctx = {.s = s, .rs = rs, .fmt = (enum rules_format)fmt,
                            .surge = fmt == RULES_FORMAT_SURGE, .strict = strict};
     struct rules_list_error le = {0};
     size_t skipped = 0;
@@ -384,7 +504,7 @@ script_l_ruleset(lua_State *L)
     if (buf == NULL)
         return luaL_error(L, "chute.ruleset: %s", why);
     char err[300];
-    int rc = ruleset_fill(rs, buf, len, fmt, skip, strict, err, sizeof(err));
+    int rc = ruleset_fill(s, rs, buf, len, fmt, skip, strict, err, sizeof(err));
     free(buf); /* before an error unwinds */
     if (rc != 0)
         return luaL_error(L, "chute.ruleset: %s", err);
@@ -431,7 +551,7 @@ script_ruleset_builtin(lua_State *L, const char *name)
     if (text == NULL)
         return 0;
     struct ruleset *rs = ruleset_push(L, name);
-    if (ruleset_fill(rs, text, strlen(text), RULES_FORMAT_SURGE, 0, 0, err, sizeof(err)) != 0)
+    if (ruleset_fill(script_of(L), rs, text, strlen(text), RULES_FORMAT_SURGE, 0, 0, err, sizeof(err)) != 0)
         return luaL_error(L, "RULE-SET,%s: %s", name, err);
     return 1;
 }
@@ -516,6 +636,10 @@ script_ruleset_match(lua_State *L, int idx, struct flow *f, uint32_t *line)
             better(rules_regexes_match(rs->proc_re, p->name, strlen(p->name), &tag), &tag,
                    &best);
     }
+    if (rs->ngeo > 0)
+        match_geo(L, rs, f, h, n, 0, &best);
+    if (rs->ngeo > 0 && best == UINT32_MAX)
+        match_geo(L, rs, f, h, n, 1, &best);
     /* Nothing else matched, and the list has IP-CIDR lines that resolve:
      * the flow's addresses decide (a trial until they are known). */
     if (best == UINT32_MAX && rs->nres > 0)

@@ -150,6 +150,14 @@ void script_free(struct script *s);
 const struct script_config *script_config(const struct script *s);
 void script_stats(const struct script *s, struct script_stats *out);
 
+/* A refreshed GEOIP / IP-ASN / GEOSITE file (script/geo.c): |which| is
+ * "mmdb", "asn" or "geosite", as in chute.config's geo = {...}. Opens
+ * |path| and swaps it in only if it is usable; -1 with |err| and the old
+ * one stays. From the loop thread, between route() calls; after a 0 the
+ * decision cache must be dropped (decisions may have changed). */
+int script_geo_update(struct script *s, const char *which, const char *path, char *err,
+                      size_t errlen);
+
 /* Decides where |f| goes: calls chute.route(flow) once under the budget and
  * stores the policy and the deciding rule in |f|. An error, an overrun or an
  * unknown name logs file:line and gives the fallback policy. Never fails. */

@@ -104,6 +104,7 @@ struct script {
     int cfg_line;
     unsigned nfiles;        /* io.open handles not closed yet */
     int file_errno;         /* why the last script_bundle_open failed (ENOENT: missing) */
+    struct script_geo *geo; /* GEOIP/GEOSITE files and sites (geo.c), NULL if none */
 };
 
 static inline struct script *

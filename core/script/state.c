@@ -8,6 +8,7 @@
 
 #include "log/log.h"
 #include "mitm/rewrite.h"
+#include "script/geo.h"
 #include "script/hint.h"
 #include "script/script_int.h"
 
@@ -214,6 +215,7 @@ load_protected(lua_State *L)
         return lua_error(L);
     lua_pop(L, 1);
     if (script_config_read(s, ld->err, ld->errlen) != 0 ||
+        script_geo_finish(s, ld->err, ld->errlen) != 0 ||
         script_proxies_finish(s, ld->err, ld->errlen) != 0) {
         ld->failed = 1;
         return 0;
@@ -303,6 +305,7 @@ script_free(struct script *s)
         script_budget_arm(s, s->cfg.budget ? s->cfg.budget : SCRIPT_LOAD_BUDGET);
         lua_close(s->L);
     }
+    script_geo_free(s);
     script_config_free(&s->cfg);
     script_proxies_free(s);
     script_hooks_free(s);

@@ -60,7 +60,13 @@ local chute = {}
 ---@field block_quic? boolean     refuse UDP/443 to MITM hosts on the TUN so browsers fall back to TCP (default true)
 ---@field max_body? integer       bytes of a body a hook may see; the default for hooks' max_body (default 131072)
 
+---@class chute.config.geo
+---@field mmdb? string     country database for GEOIP/SRC-GEOIP: MaxMind/GeoLite2-Country, sing-geoip or Meta-geoip0 .mmdb, relative to the bundle or absolute (default "Country.mmdb")
+---@field asn? string      ASN database for IP-ASN/SRC-IP-ASN, GeoLite2-ASN schema (default "GeoLite2-ASN.mmdb")
+---@field geosite? string  v2ray geosite.dat for GEOSITE,name (default "GeoSite.dat"); only the names rules use are compiled
+
 ---@class chute.config
+---@field geo? chute.config.geo  files of GEOIP, IP-ASN and GEOSITE rules (opened at load; a bad one stops it)
 ---@field mitm? chute.config.mitm  decrypt HTTPS for chosen hosts (Lua hooks: chute.on_request, chute.on_response)
 ---@field dns? chute.config.dns  the built-in DNS server and the resolver's upstreams
 ---@field log_level? "error"|"warn"|"info"|"debug"  default "info"; `chute run --log-level` wins

@@ -85,7 +85,8 @@ entry(void *arg, const struct rules_entry *e)
 
     CHECK((e->options & ~(unsigned)RULES_OPT_NO_RESOLVE) == 0);
     if (e->options & RULES_OPT_NO_RESOLVE)
-        CHECK(is_cidr(e->type) || e->type == RULES_T_GEOIP || e->type == RULES_T_IP_ASN);
+        CHECK(is_cidr(e->type) || e->type == RULES_T_GEOIP || e->type == RULES_T_IP_ASN ||
+              e->type == RULES_T_SRC_GEOIP || e->type == RULES_T_SRC_IP_ASN);
     if (is_cidr(e->type))
         check_cidr(e);
     else

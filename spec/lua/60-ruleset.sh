@@ -7,7 +7,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 load_log="warn  chute.ruleset: lists/skip.list: 1 invalid lines left out (the first: line 3: unknown rule type 'BOGUS-TYPE')
-warn  chute.ruleset: lists/skip.list: 1 rule of types chute cannot evaluate left out (the first: lists/skip.list:2, GEOIP; strict = true makes this an error)
+warn  chute.ruleset: lists/skip.list: 1 rule of types chute cannot evaluate left out (the first: lists/skip.list:2, GEOIP without geo.mmdb; strict = true makes this an error)
 info  script: ruleset lists/mixed.list (7 entries)	7	ruleset lists/clash.yaml (3 entries)	1"
 
 route_is() { # DEST WANT_STDOUT

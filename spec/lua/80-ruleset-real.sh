@@ -9,7 +9,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 load_log="warn  chute.ruleset: lists/surge.list: 3 rules of types chute cannot evaluate left out (the first: lists/surge.list:1, USER-AGENT; strict = true makes this an error)
-warn  chute.ruleset: lists/meta.yaml: 2 rules of types chute cannot evaluate left out (the first: lists/meta.yaml:5, IP-ASN; strict = true makes this an error)
+warn  chute.ruleset: lists/meta.yaml: 2 rules of types chute cannot evaluate left out (the first: lists/meta.yaml:5, IP-ASN without geo.asn; strict = true makes this an error)
 warn  chute.ruleset: lists/inbound.list: 1 rule of types chute cannot evaluate left out (the first: lists/inbound.list:2, IN-USER; strict = true makes this an error)"
 
 route_is() { # DEST WANT_STDOUT [chute route options]

@@ -15,7 +15,7 @@ cp -R "$corpus/." "$BUNDLES/corpus" && sh "$BUNDLES/corpus/gen.sh" "$BUNDLES/cor
     { echo "FAIL copying the corpus"; exit 1; }
 
 load_log="warn  chute.ruleset: lists/sukka-reject.list: 2 rules of types chute cannot evaluate left out (the first: lists/sukka-reject.list:10, USER-AGENT; strict = true makes this an error)
-warn  chute.ruleset: lists/acl4ssr-classical.yaml: 2 rules of types chute cannot evaluate left out (the first: lists/acl4ssr-classical.yaml:10, GEOSITE; strict = true makes this an error)
+warn  chute.ruleset: lists/acl4ssr-classical.yaml: 2 rules of types chute cannot evaluate left out (the first: lists/acl4ssr-classical.yaml:10, GEOSITE without geo.geosite; strict = true makes this an error)
 warn  chute.ruleset: lists/mihomo-classical.txt: 2 rules of types chute cannot evaluate left out (the first: lists/mihomo-classical.txt:6, SUB-RULE; strict = true makes this an error)"
 
 chute check corpus

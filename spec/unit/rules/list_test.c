@@ -95,6 +95,10 @@ test_every_surge_type(void **state)
         {"NETWORK,tcp", RULES_T_NETWORK, "tcp"},
         {"GEOIP,CN", RULES_T_GEOIP, "CN"},
         {"IP-ASN,13335", RULES_T_IP_ASN, "13335"},
+        {"SRC-GEOIP,CN", RULES_T_SRC_GEOIP, "CN"},
+        {"SRC-IP-ASN,64500", RULES_T_SRC_IP_ASN, "64500"},
+        {"GEOSITE,geolocation-!cn", RULES_T_GEOSITE, "geolocation-!cn"},
+        {"GEOSITE,google@cn", RULES_T_GEOSITE, "google@cn"},
     };
     struct got g;
     size_t i;
@@ -267,6 +271,8 @@ test_values(void **state)
         {"DOMAIN-KEYWORD,goo gle", "bad keyword 'goo gle'"},
         {"NETWORK,quic", "bad network 'quic' (tcp or udp; PROTOCOL also takes"},
         {"GEOIP,C N", "bad country 'C N'"},
+        {"GEOSITE,cn/x", "bad GEOSITE name 'cn/x'"},
+        {"SRC-IP-ASN,AS1", "bad ASN 'AS1'"},
         {"IP-ASN,AS13335", "bad ASN 'AS13335'"},
         {"IP-ASN,4294967296", "bad ASN '4294967296'"},
         {"PROCESS-NAME,a\tb", "bad value 'a?b'"},
@@ -363,7 +369,7 @@ test_rule_types_refused(void **state)
         const char *line, *type;
     } skipped[] = {
         {"SUB-RULE,(NETWORK,tcp),sub", "SUB-RULE"},
-        {"GEOSITE,google", "GEOSITE"},
+        {"DSCP,4", "DSCP"},
         {"AND,((DOMAIN,a.com),(DST-PORT,443))", "AND"},
         {"USER-AGENT,Instagram*", "USER-AGENT"},
         {"url-regex,^https?://a\\.com/(x|y),z", "url-regex"},

@@ -27,7 +27,7 @@ static const char *const want_warnings =
     "left out (the first: lists/sukka-reject.list:10, USER-AGENT; strict = true makes this an "
     "error)\n"
     "warn  chute.ruleset: lists/acl4ssr-classical.yaml: 2 rules of types chute cannot "
-    "evaluate left out (the first: lists/acl4ssr-classical.yaml:10, GEOSITE; strict = true "
+    "evaluate left out (the first: lists/acl4ssr-classical.yaml:10, GEOSITE without geo.geosite; strict = true "
     "makes this an error)\n"
     "warn  chute.ruleset: lists/mihomo-classical.txt: 2 rules of types chute cannot evaluate "
     "left out (the first: lists/mihomo-classical.txt:6, SUB-RULE; strict = true makes this an "
