@@ -175,7 +175,11 @@ engine_import_main(int argc, char **argv)
         char *data = NULL;
         size_t n = 0;
         e = read_rel(&d, r.copies[i].from, &data, &n);
-        if (e != 0) {
+        if (e != 0 && r.copies[i].optional) {
+            fprintf(stderr, "note: %s: its GEO rules read %s, which is not beside it (%s): "
+                            "put yours beside main.lua, or name it in chute.config { geo = ... }\n",
+                    name, r.copies[i].from, strerror(e));
+        } else if (e != 0) {
             fprintf(stderr, "chute import: %s%s (named by %s): %s\n", d.dir, r.copies[i].from,
                     name, strerror(e));
             rc = 1;

@@ -47,6 +47,8 @@ struct import_opts {
 struct import_copy {
     char *from; /* as the config names it, relative to the config's folder */
     char *to;   /* inside the bundle: "rules/name.yaml" */
+    int optional; /* a GEO database mihomo keeps beside its config: copied
+                   * when it is there, else said (chute looks beside main.lua) */
 };
 
 struct import_result {

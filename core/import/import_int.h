@@ -122,6 +122,9 @@ void import_kv_num(struct import_model *m, struct import_kvs *k, const char *key
 void import_kv_bool(struct import_model *m, struct import_kvs *k, const char *key, int v);
 const struct import_kv *import_kv_get(const struct import_kvs *k, const char *key);
 void import_add_copy(struct import_model *m, const char *from, const char *to);
+/* The database a GEOIP/GEOSITE/IP-ASN rule of |type| reads, by mihomo's
+ * file name, copied with the bundle when it is beside the config. */
+void import_add_geo(struct import_model *m, const char *type);
 /* |name| (a proxy of type direct / reject) stands for |to| in groups and
  * rules, with a note at |line|. */
 void import_add_alias(struct import_model *m, const char *name, const char *to, unsigned line);

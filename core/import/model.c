@@ -172,7 +172,22 @@ import_add_copy(struct import_model *m, const char *from, const char *to)
     r->copies = must(realloc(r->copies, (r->ncopies + 1) * sizeof(*r->copies)));
     r->copies[r->ncopies].from = must(strdup(from));
     r->copies[r->ncopies].to = must(strdup(to));
+    r->copies[r->ncopies].optional = 0;
     r->ncopies++;
+}
+
+void
+import_add_geo(struct import_model *m, const char *type)
+{
+    const char *db = strstr(type, "ASN") != NULL ? "GeoLite2-ASN.mmdb"
+                     : strstr(type, "GEOSITE") != NULL ? "GeoSite.dat"
+                                                       : "Country.mmdb";
+    struct import_result *r = m->out;
+    for (size_t i = 0; i < r->ncopies; i++)
+        if (strcmp(r->copies[i].to, db) == 0)
+            return;
+    import_add_copy(m, db, db);
+    r->copies[r->ncopies - 1].optional = 1;
 }
 
 void

@@ -138,8 +138,10 @@ passed_through(const char *t)
 int
 import_cond_check(struct import_model *m, const struct import_cond *c, unsigned line)
 {
-    if (passed_through(c->type))
+    if (passed_through(c->type)) {
+        import_add_geo(m, c->type);
         return 0;
+    }
     struct mem_slice opts[8];
     struct rules_entry e[32];
     char msg[200];
