@@ -19,7 +19,17 @@ struct inbound_listener {
     ev_timer retry;          /* accept paused after EMFILE/ENFILE */
     int paused;              /* pauses since the last accept that worked (logged once) */
     struct inbound_conn head; /* sentinel of the connection list */
+    struct inbound_conn hs;   /* sentinel of the unfinished handshakes, oldest first */
+    ev_timer hs_timer;        /* the oldest one's deadline */
+    struct inbound_stats st;
+    double hs_logged;         /* when a cap was last logged (one line per 10 s) */
 };
+
+const struct log_counter inbound_counters[] = {
+#define X(field, key) LOG_COUNTER(struct inbound_stats, field, key)
+    INBOUND_STATS(X)
+#undef X
+    LOG_COUNTER_END};
 
 static const char *
 kind_name(enum flow_inbound k)
@@ -53,8 +63,7 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             return;
         }
         if (l->paused > 0) {
-            LOG_INFO("accept on %s: resumed after %d pauses",
-                     l->kind == FLOW_IN_SOCKS ? "socks" : "http", l->paused);
+            LOG_INFO("accept on %s: resumed after %d pauses", kind_name(l->kind), l->paused);
             l->paused = 0;
         }
         int one = 1;
@@ -73,6 +82,95 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct inbound_listener *l = w->data;
     ev_io_start(loop, &l->w);
+}
+
+static double
+hs_deadline(const struct inbound_listener *l)
+{
+    double t = l->e->opts->connect_timeout;
+    return t > 0 ? t : 10.0;
+}
+
+/* Arms the deadline of the oldest unfinished handshake (none: stopped). */
+static void
+hs_arm(struct inbound_listener *l)
+{
+    struct ev_loop *loop = l->e->loop;
+    ev_timer_stop(loop, &l->hs_timer);
+    if (l->hs._hs_next == &l->hs)
+        return;
+    double left = l->hs._hs_next->_hs_since + hs_deadline(l) - ev_now(loop);
+    ev_timer_set(&l->hs_timer, left > 0.01 ? left : 0.01, 0);
+    ev_timer_start(loop, &l->hs_timer);
+}
+
+static void
+hs_remove(struct inbound_conn *c)
+{
+    if (c->_hs_next == NULL)
+        return;
+    c->_hs_prev->_hs_next = c->_hs_next;
+    c->_hs_next->_hs_prev = c->_hs_prev;
+    c->_hs_prev = c->_hs_next = NULL;
+    c->_l->st.hs_pending--;
+}
+
+static void
+on_hs_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct inbound_listener *l = w->data;
+    double cut = ev_now(loop) - hs_deadline(l) + 0.005;
+    while (l->hs._hs_next != &l->hs && l->hs._hs_next->_hs_since <= cut) {
+        struct inbound_conn *c = l->hs._hs_next;
+        l->st.hs_timeouts++;
+        c->_close(c); /* unlinks it */
+    }
+    hs_arm(l);
+}
+
+static void
+src_key(uint8_t key[16], const struct sockaddr_storage *peer)
+{
+    memset(key, 0, 16);
+    if (peer->ss_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
+    } else if (peer->ss_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)peer)->sin_addr, 4);
+    }
+}
+
+/* Closes the oldest unfinished handshake of |src|, or of all, when a new
+ * one would pass a cap. */
+static void
+hs_make_room(struct inbound_listener *l, const uint8_t src[16])
+{
+    struct inbound_conn *oldest_src = NULL;
+    size_t same = 0;
+    for (struct inbound_conn *c = l->hs._hs_next; c != &l->hs; c = c->_hs_next)
+        if (memcmp(c->_src, src, 16) == 0 && same++ == 0)
+            oldest_src = c;
+    struct inbound_conn *victim = NULL;
+    const char *which = NULL;
+    if (same >= INBOUND_HS_PER_SOURCE) {
+        victim = oldest_src;
+        l->st.hs_source_drops++;
+        which = "from one source";
+    } else if (l->st.hs_pending >= INBOUND_HS_MAX) {
+        victim = l->hs._hs_next;
+        l->st.hs_global_drops++;
+        which = "in all";
+    }
+    if (victim == NULL)
+        return;
+    double now = ev_now(l->e->loop);
+    if (l->hs_logged == 0 || now - l->hs_logged >= 10) {
+        l->hs_logged = now;
+        LOG_WARN("%s: too many unfinished handshakes %s (caps %d per source, %d in all): "
+                 "closing the oldest (counted in inbound_hs_source_drops / hs_global_drops)",
+                 kind_name(l->kind), which, INBOUND_HS_PER_SOURCE, INBOUND_HS_MAX);
+    }
+    victim->_close(victim);
 }
 
 struct inbound_listener *
@@ -107,6 +205,9 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
     ev_io_start(e->loop, &l->w);
     ev_timer_init(&l->retry, on_retry, 0.1, 0);
     l->retry.data = l;
+    l->hs._hs_prev = l->hs._hs_next = &l->hs;
+    ev_timer_init(&l->hs_timer, on_hs_deadline, 1, 0);
+    l->hs_timer.data = l;
     LOG_INFO("listening: %s on %s%s", kind == FLOW_IN_SOCKS ? "socks5" : kind_name(kind),
              cfg->text, cfg->users != NULL && cfg->users->n ? " (auth)" : "");
     return l;
@@ -122,6 +223,7 @@ inbound_close(struct inbound_listener *l)
     close(l->fd);
     while (l->head._next != &l->head)
         l->head._next->_close(l->head._next);
+    ev_timer_stop(l->e->loop, &l->hs_timer); /* after: closing re-arms it */
     free(l);
 }
 
@@ -149,18 +251,57 @@ inbound_env(const struct inbound_listener *l)
 }
 
 void
-inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c)
+inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c,
+                  const struct sockaddr_storage *peer)
 {
+    src_key(c->_src, peer);
+    hs_make_room(l, c->_src);
     c->_l = l;
     c->_next = &l->head;
     c->_prev = l->head._prev;
     c->_prev->_next = c;
     l->head._prev = c;
+    c->_hs_since = ev_now(l->e->loop);
+    c->_hs_next = &l->hs;
+    c->_hs_prev = l->hs._hs_prev;
+    c->_hs_prev->_hs_next = c;
+    l->hs._hs_prev = c;
+    if (l->st.hs_pending++ == 0)
+        hs_arm(l);
+}
+
+void
+inbound_conn_ready(struct inbound_conn *c)
+{
+    struct inbound_listener *l = c->_l;
+    int was_oldest = l->hs._hs_next == c;
+    hs_remove(c);
+    if (was_oldest)
+        hs_arm(l);
+}
+
+void
+inbound_conn_timed_out(struct inbound_conn *c)
+{
+    if (c->_hs_next != NULL)
+        c->_l->st.hs_timeouts++;
+}
+
+void
+inbound_stats_add(const struct inbound_listener *l, struct inbound_stats *out)
+{
+    if (l == NULL)
+        return;
+#define X(field, key) out->field += l->st.field;
+    INBOUND_STATS(X)
+#undef X
 }
 
 void
 inbound_conn_unlink(struct inbound_conn *c)
 {
+    if (c->_hs_next != NULL)
+        inbound_conn_ready(c);
     c->_prev->_next = c->_next;
     c->_next->_prev = c->_prev;
     c->_prev = c->_next = NULL;
