@@ -63,6 +63,8 @@ struct control {
     ev_timer tick;             /* 1 s: streams, rates, idle clients */
     ev_timer retry;            /* accept paused after EMFILE */
     int paused;                /* pauses since the last accept that worked (logged once) */
+    int emfile_told;           /* ... and this episode's was logged */
+    double emfile_logged;      /* when a pause was last logged */
     struct control_client head;
     size_t nclients;
     uint64_t last_up, last_down, rate_up, rate_down;

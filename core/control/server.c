@@ -196,9 +196,14 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
         int fd = accept4(c->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                if (c->paused++ == 0)
+                /* One line per episode, one per 10 s when they follow
+                 * each other (clients come and go at the edge). */
+                if (c->paused++ == 0 && ev_now(loop) - c->emfile_logged >= 10) {
+                    c->emfile_logged = ev_now(loop);
+                    c->emfile_told = 1;
                     LOG_WARN("control: accept: %s; pausing accepts 100 ms at a time until "
                              "descriptors free up", strerror(errno));
+                }
                 ev_io_stop(loop, &c->w);
                 /* A one-shot timer keeps its spent time: set it again, or
                  * every pause after the first would end at once. */
@@ -208,8 +213,9 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             return;
         }
         if (c->paused > 0) {
-            LOG_INFO("control: accept resumed after %d pauses", c->paused);
-            c->paused = 0;
+            if (c->emfile_told)
+                LOG_INFO("control: accept resumed after %d pauses", c->paused);
+            c->paused = c->emfile_told = 0;
         }
         if (c->nclients >= CONTROL_MAX_CLIENTS && !drop_oldest_unfinished(c)) {
             c->st.dropped++;

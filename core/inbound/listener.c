@@ -18,6 +18,8 @@ struct inbound_listener {
     ev_io w;
     ev_timer retry;          /* accept paused after EMFILE/ENFILE */
     int paused;              /* pauses since the last accept that worked (logged once) */
+    double emfile_logged;    /* when a pause was last logged */
+    int emfile_told;         /* this episode's pause was */
     struct inbound_conn head; /* sentinel of the connection list */
     struct inbound_conn hs;   /* sentinel of the unfinished handshakes, oldest first */
     ev_timer hs_timer;        /* the oldest one's deadline */
@@ -49,11 +51,15 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop accepting for a moment rather
                  * than spin on a listener that stays readable. One line
-                 * per episode: it may last minutes, 10 pauses a second. */
-                if (l->paused++ == 0)
+                 * per episode, and one per 10 s when episodes follow each
+                 * other: it may last minutes, 10 pauses a second. */
+                if (l->paused++ == 0 && ev_now(loop) - l->emfile_logged >= 10) {
+                    l->emfile_logged = ev_now(loop);
+                    l->emfile_told = 1;
                     LOG_WARN("accept on %s: %s; pausing accepts 100 ms at a time until "
                              "descriptors free up",
                              kind_name(l->kind), strerror(errno));
+                }
                 ev_io_stop(loop, &l->w);
                 /* A one-shot timer keeps its spent time: set it again, or
                  * the second pause would end at once. */
@@ -63,8 +69,10 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             return;
         }
         if (l->paused > 0) {
-            LOG_INFO("accept on %s: resumed after %d pauses", kind_name(l->kind), l->paused);
-            l->paused = 0;
+            /* The resume is told only after a pause that was. */
+            if (l->emfile_logged > 0 && l->emfile_told)
+                LOG_INFO("accept on %s: resumed after %d pauses", kind_name(l->kind), l->paused);
+            l->paused = l->emfile_told = 0;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

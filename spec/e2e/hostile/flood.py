@@ -2,7 +2,7 @@
 """Hostile clients for spec/e2e/hostile (bounded in count and time).
 
 hold HOST PORT N [--src IP] [--send HEX] [--trickle HEX --interval S]
-     [--secs S] [--ready FILE]
+     [--secs S] [--ready FILE] [--connect-timeout S]
     Opens N TCP connections (from source address IP), sends HEX once, or
     trickles the bytes of --trickle one per interval, and holds them for S
     seconds, watching each for the peer's close. Touches FILE once all are
@@ -21,7 +21,7 @@ def hold(a):
         try:
             if a.src:
                 s.bind((a.src, 0))
-            s.settimeout(3)
+            s.settimeout(a.connect_timeout)
             s.connect((a.host, a.port))
             if a.send:
                 s.sendall(bytes.fromhex(a.send))
@@ -83,6 +83,7 @@ def main():
     h.add_argument("--interval", type=float, default=1.0)
     h.add_argument("--secs", type=float, default=5.0)
     h.add_argument("--ready")
+    h.add_argument("--connect-timeout", type=float, default=3.0)
     a = p.parse_args()
     if a.cmd == "hold":
         hold(a)
