@@ -70,6 +70,28 @@ def hold(a):
     print(json.dumps({"opened": len(conns), "closed_at": closed_at}))
 
 
+def socks(a):
+    """One SOCKS5 CONNECT to HOST:PORT by name through the proxy; prints
+    the REP code (or "closed") and the seconds it took."""
+    t0 = time.monotonic()
+    rep = "closed"
+    try:
+        s = socket.create_connection((a.host, a.port), timeout=a.secs)
+        s.settimeout(a.secs)
+        s.sendall(b"\x05\x01\x00")
+        if s.recv(2) == b"\x05\x00":
+            name = a.name.encode()
+            s.sendall(b"\x05\x01\x00\x03" + bytes([len(name)]) + name + a.dport.to_bytes(2, "big"))
+            r = s.recv(10)
+            if len(r) >= 2:
+                rep = str(r[1])
+    except socket.timeout:
+        rep = "timeout"
+    except OSError:
+        pass
+    print("%s %.2f" % (rep, time.monotonic() - t0))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -84,9 +106,17 @@ def main():
     h.add_argument("--secs", type=float, default=5.0)
     h.add_argument("--ready")
     h.add_argument("--connect-timeout", type=float, default=3.0)
+    k = sub.add_parser("socks")
+    k.add_argument("host")
+    k.add_argument("port", type=int)
+    k.add_argument("name")
+    k.add_argument("dport", type=int)
+    k.add_argument("--secs", type=float, default=30.0)
     a = p.parse_args()
     if a.cmd == "hold":
         hold(a)
+    elif a.cmd == "socks":
+        socks(a)
 
 
 if __name__ == "__main__":
