@@ -196,6 +196,8 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     e->users[1] = (struct inbound_users){cfg->http.num_users, cfg->http.users};
     snprintf(e->out.interface, sizeof(e->out.interface), "%s", cfg->out_interface);
     e->out.fwmark = cfg->out_fwmark;
+    e->out.is_self = engine_is_self;
+    e->out.self_arg = e;
     e->local = e->out;
     e->local.interface[0] = '\0';
     e->local.fwmark = 0;

@@ -72,6 +72,9 @@ void inbound_stats_add(const struct inbound_listener *l, struct inbound_stats *o
 /* Accepted flows go through |env| (kept: it must outlive the listener). */
 struct inbound_listener *inbound_listen(const struct flow_env *env, enum flow_inbound kind,
                                         const struct inbound_opts *o, char *err, size_t errlen);
+/* 1 if a connection to |ss| would reach |l| (NULL: 0): its port, and its
+ * address, loopback, or any address for a listener on the wildcard. */
+int inbound_listener_is(const struct inbound_listener *l, const struct sockaddr_storage *ss);
 /* Stops accepting and closes every connection of the listener. */
 void inbound_close(struct inbound_listener *l);
 

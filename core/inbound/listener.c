@@ -15,6 +15,7 @@ struct inbound_listener {
     enum flow_inbound kind;
     struct flow_addr target; /* FLOW_IN_REVERSE */
     int fd;
+    struct sockaddr_storage bound; /* getsockname after bind */
     ev_io w;
     ev_timer retry;          /* accept paused after EMFILE/ENFILE */
     int paused;              /* pauses since the last accept that worked (logged once) */
@@ -208,6 +209,8 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
         free(l);
         return NULL;
     }
+    socklen_t blen = sizeof(l->bound);
+    getsockname(l->fd, (struct sockaddr *)&l->bound, &blen);
     ev_io_init(&l->w, on_accept, l->fd, EV_READ);
     l->w.data = l;
     ev_io_start(e->loop, &l->w);
@@ -219,6 +222,28 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
     LOG_INFO("listening: %s on %s%s", kind == FLOW_IN_SOCKS ? "socks5" : kind_name(kind),
              cfg->text, cfg->users != NULL && cfg->users->n ? " (auth)" : "");
     return l;
+}
+
+int
+inbound_listener_is(const struct inbound_listener *l, const struct sockaddr_storage *ss)
+{
+    if (l == NULL || ss->ss_family != l->bound.ss_family)
+        return 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss, *b = (const void *)&l->bound;
+        uint32_t ip = ntohl(a->sin_addr.s_addr);
+        return a->sin_port == b->sin_port &&
+               (a->sin_addr.s_addr == b->sin_addr.s_addr || ip >> 24 == 127 || ip == 0 ||
+                b->sin_addr.s_addr == htonl(INADDR_ANY));
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss, *b = (const void *)&l->bound;
+        return a->sin6_port == b->sin6_port &&
+               (IN6_ARE_ADDR_EQUAL(&a->sin6_addr, &b->sin6_addr) ||
+                IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) || IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr) ||
+                IN6_IS_ADDR_UNSPECIFIED(&b->sin6_addr));
+    }
+    return 0;
 }
 
 void

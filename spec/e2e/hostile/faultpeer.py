@@ -8,6 +8,7 @@ faultpeer.py MODE ADDR PORT READY_FILE
           200 KB, then resets the connection (SO_LINGER 0)
   slow    TCP: an HTTP origin that sends 10 MB at 256 KB/s
   dnsjunk UDP: answers every query with a wrong ID, then random bytes
+  dnsself UDP: answers every A query with 127.0.0.1 (a name that resolves here)
 """
 import os, socket, struct, sys, threading, time
 
@@ -90,7 +91,25 @@ def dnsjunk():
         s.sendto(q[:2] + b"\x81\x80" + os.urandom(30), peer)  # right ID, garbage after
 
 
+def dnsself():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((addr, port))
+    open(ready, "w").write("ready\n")
+    while True:
+        q, peer = s.recvfrom(4096)
+        if len(q) < 17:
+            continue
+        end = q.index(b"\0", 12) + 5  # the question: name, type, class
+        qtype = struct.unpack("!H", q[end - 4:end - 2])[0]
+        an = struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton("127.0.0.1")
+        n = 1 if qtype == 1 else 0
+        s.sendto(q[:2] + struct.pack("!HHHHH", 0x8180, 1, n, 0, 0) + q[12:end] +
+                 (b"\xc0\x0c" + an if n else b""), peer)
+
+
 if mode == "dnsjunk":
     dnsjunk()
+elif mode == "dnsself":
+    dnsself()
 else:
     serve_tcp({"hole": hole, "junk": junk, "reset": reset, "slow": slow}[mode])
