@@ -197,6 +197,7 @@ handle(struct control_client *cl, const struct http_request *req, const char *bo
 {
     struct control *c = cl->c;
     c->st.requests++;
+    cl->answered = 1;
     if (req->minor_version == 0 || http_connection_has(req->headers, req->num_headers, "close"))
         cl->close_after = 1;
     if (METHOD_IS(req, "OPTIONS")) {

@@ -43,6 +43,8 @@ struct control_client {
     int list_first;
     wslay_event_context_ptr ws;
     double last_active;
+    double since;              /* accepted at */
+    int answered;              /* a whole request came: its handshake is done */
     void (*fake_cb)(void *arg, const char *p, size_t n);
     void *fake_arg;
     struct control_client *prev, *next;
@@ -50,6 +52,7 @@ struct control_client {
 
 struct control_stats {
     uint64_t requests, unauthorized, bad_requests, dropped, clients;
+    uint64_t hs_timeouts; /* closed: no whole request within CONTROL_HS_DEADLINE */
 };
 
 struct control {
@@ -59,6 +62,9 @@ struct control {
     ev_io w;
     ev_timer tick;             /* 1 s: streams, rates, idle clients */
     ev_timer retry;            /* accept paused after EMFILE */
+    int paused;                /* pauses since the last accept that worked (logged once) */
+    int emfile_told;           /* ... and this episode's was logged */
+    double emfile_logged;      /* when a pause was last logged */
     struct control_client head;
     size_t nclients;
     uint64_t last_up, last_down, rate_up, rate_down;

@@ -13,6 +13,9 @@
 /* The listener, the clients' sockets and the one-second tick. */
 
 #define IDLE_TIMEOUT 120.0 /* seconds a keep-alive client may stay silent */
+/* Seconds from accept to the first whole request: the idle clock restarts
+ * on every byte, so without this a byte a minute holds a client forever. */
+#define CONTROL_HS_DEADLINE 10.0
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -155,7 +158,7 @@ client_new(struct control *c, int fd)
         return NULL;
     cl->c = c;
     cl->fd = fd;
-    cl->last_active = ev_now(c->env.loop);
+    cl->last_active = cl->since = ev_now(c->env.loop);
     cl->next = &c->head;
     cl->prev = c->head.prev;
     cl->prev->next = cl;
@@ -170,6 +173,21 @@ client_new(struct control *c, int fd)
     return cl;
 }
 
+/* At CONTROL_MAX_CLIENTS: the oldest client that has not sent a whole
+ * request yet goes, so a flood of silent connections cannot lock the
+ * dashboard out. 0 if there is none (the newcomer is refused). */
+static int
+drop_oldest_unfinished(struct control *c)
+{
+    for (struct control_client *cl = c->head.next; cl != &c->head; cl = cl->next)
+        if (!cl->answered && !cl->busy && !cl->dead && cl->fd >= 0) {
+            c->st.dropped++;
+            control_client_kill(cl);
+            return 1;
+        }
+    return 0;
+}
+
 static void
 on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -178,12 +196,28 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
         int fd = accept4(c->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* One line per episode, one per 10 s when they follow
+                 * each other (clients come and go at the edge). */
+                if (c->paused++ == 0 && ev_now(loop) - c->emfile_logged >= 10) {
+                    c->emfile_logged = ev_now(loop);
+                    c->emfile_told = 1;
+                    LOG_WARN("control: accept: %s; pausing accepts 100 ms at a time until "
+                             "descriptors free up", strerror(errno));
+                }
                 ev_io_stop(loop, &c->w);
+                /* A one-shot timer keeps its spent time: set it again, or
+                 * every pause after the first would end at once. */
+                ev_timer_set(&c->retry, 0.1, 0);
                 ev_timer_start(loop, &c->retry);
             }
             return;
         }
-        if (c->nclients >= CONTROL_MAX_CLIENTS) {
+        if (c->paused > 0) {
+            if (c->emfile_told)
+                LOG_INFO("control: accept resumed after %d pauses", c->paused);
+            c->paused = c->emfile_told = 0;
+        }
+        if (c->nclients >= CONTROL_MAX_CLIENTS && !drop_oldest_unfinished(c)) {
             c->st.dropped++;
             close(fd);
             continue;
@@ -210,6 +244,12 @@ on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         next = cl->next;
         if (cl->dead && !cl->busy) {
             client_free(cl); /* parked by the log tap */
+            continue;
+        }
+        if (cl->fd >= 0 && cl->mode == MODE_HTTP && !cl->answered && !cl->busy &&
+            now - cl->since > CONTROL_HS_DEADLINE) {
+            c->st.hs_timeouts++;
+            control_client_kill(cl);
             continue;
         }
         if (cl->fd >= 0 && cl->mode == MODE_HTTP && !cl->listing && !CONTROL_WAITING(cl) &&

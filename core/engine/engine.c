@@ -218,6 +218,8 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     e->users[2] = (struct inbound_users){cfg->mixed.num_users, cfg->mixed.users};
     snprintf(e->out.interface, sizeof(e->out.interface), "%s", cfg->out_interface);
     e->out.fwmark = cfg->out_fwmark;
+    e->out.is_self = engine_is_self;
+    e->out.self_arg = e;
     e->local = e->out;
     e->local.interface[0] = '\0';
     e->local.fwmark = 0;

@@ -130,6 +130,9 @@ void engine_control_stop(struct engine *e);
  * started, or closed when it is gone); errors go to the log. */
 void engine_control_reload(struct engine *e);
 
+/* self_guard.c: outbound_env.is_self, |arg| the engine. */
+int engine_is_self(void *arg, const struct sockaddr_storage *ss);
+
 /* stats.c: calls |emit| once with every module's counters now (the
  * stats line's groups, then the TUN's while it runs). */
 void engine_stats_groups(struct engine *e,

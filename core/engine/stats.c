@@ -7,6 +7,7 @@
 #include "flow/dcache.h"
 #include "flow/flow.h"
 #include "flow/udp.h"
+#include "inbound/inbound.h"
 #include "log/counter.h"
 #include "log/log.h"
 #include "mitm/mitm.h"
@@ -36,6 +37,7 @@ struct snapshot {
     struct dns_resolver_stats resolver;
     struct outbound_set_stats set;
     struct tls_stats tls;
+    struct inbound_stats inbound; /* every listener's, summed */
     struct mitm_stats mitm;
     struct tls_mint_stats mint;
     struct mitm_rewrite_stats rewrite;
@@ -72,6 +74,10 @@ snapshot(const struct engine *e, struct snapshot *s)
         outbound_set_stats(e->out.set, &s->set);
     if (e->out.tls != NULL)
         tls_ctx_stats(e->out.tls, &s->tls);
+    inbound_stats_add(e->socks, &s->inbound);
+    inbound_stats_add(e->http, &s->inbound);
+    for (size_t i = 0; e->reverse != NULL && i < e->nreverse; i++)
+        inbound_stats_add(e->reverse[i], &s->inbound);
     if (e->mitm != NULL)
         mitm_stats(e->mitm, &s->mitm);
     if (e->mitm_cur.mint != NULL)
@@ -87,7 +93,7 @@ snapshot(const struct engine *e, struct snapshot *s)
 
 /* Every module's counter group over snapshot |s|: the stats line's
  * first (ENGINE_GROUPS of them), then the TUN's (TUN_GROUPS). */
-enum { ENGINE_GROUPS = 7, TUN_GROUPS = 4 };
+enum { ENGINE_GROUPS = 8, TUN_GROUPS = 4 };
 static void
 fill_groups(const struct engine *e, const struct snapshot *s,
             struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS])
@@ -100,6 +106,7 @@ fill_groups(const struct engine *e, const struct snapshot *s,
         {"resolver_", dns_resolver_counters, &s->resolver, "resolver"},
         {"", outbound_set_counters, &s->set, "proxies"},
         {"tls_", tls_counters, &s->tls, "tls"},
+        {"inbound_", inbound_counters, &s->inbound, "inbound"},
         {"", tun_counters, &s->tun, "tun"},
         {"", engine_dp_counters, &e->dp, "datapath"},
         {"", netstack_counters, &s->net, "lwip"},

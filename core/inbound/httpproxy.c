@@ -214,6 +214,7 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
     struct conn *c = arg;
     const struct flow_env *e = env_of(c);
     struct flow_addr dst;
+    inbound_conn_ready(&c->base); /* a whole head: the handshake caps are done with it */
     if (!authorized(c, req)) {
         LOG_INFO("http proxy: authentication failed");
         http_h1_conn_respond(h, 407, "Proxy Authentication Required",
@@ -331,5 +332,5 @@ inbound_http_accept(struct inbound_listener *l, int fd, const struct sockaddr_st
     c->flow.src = *peer;
     socklen_t llen = sizeof(c->flow.local);
     getsockname(fd, (struct sockaddr *)&c->flow.local, &llen);
-    inbound_conn_link(l, &c->base);
+    inbound_conn_link(l, &c->base, peer);
 }

@@ -5,6 +5,7 @@
  * the connections it accepted; closing it closes them. */
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "flow/flow.h"
 
@@ -32,12 +33,42 @@ struct inbound_opts {
 };
 
 /* Shared head of every accepted connection: the listener keeps them in a
- * list so shutdown can close them all. */
+ * list so shutdown can close them all, and those whose handshake has not
+ * finished in a second list, oldest first (the caps below). */
 struct inbound_conn {
     struct inbound_conn *_prev, *_next;
     struct inbound_listener *_l;
     void (*_close)(struct inbound_conn *c); /* closes sockets, frees c */
+    struct inbound_conn *_hs_prev, *_hs_next; /* NULL once the handshake finished */
+    double _hs_since;
+    uint8_t _src[16]; /* the client's address (v4 mapped), for the per-source cap */
 };
+
+/* Connections that have not finished their handshake (a SOCKS5 request,
+ * the first HTTP request head), per listener: a new one over either cap
+ * closes the oldest unfinished one (of its source, or of all), so a flood
+ * of silent or trickling clients costs a bounded number of descriptors and
+ * the newest clients, who may be real, get in. A handshake must finish
+ * within timeouts.connect. */
+#define INBOUND_HS_MAX 1024
+#define INBOUND_HS_PER_SOURCE 256
+
+/* The listeners' counters, one X(field, key) each (log/counter.h). */
+#define INBOUND_STATS(X)                                                                           \
+    X(hs_pending, handshakes)            /* unfinished handshakes now */                         \
+    X(hs_timeouts, hs_timeouts)          /* closed: not finished within timeouts.connect */      \
+    X(hs_source_drops, hs_source_drops)  /* closed: the oldest of a source over its cap */       \
+    X(hs_global_drops, hs_global_drops)  /* closed: the oldest of all over INBOUND_HS_MAX */
+
+struct inbound_stats {
+#define X(field, key) uint64_t field;
+    INBOUND_STATS(X)
+#undef X
+};
+extern const struct log_counter inbound_counters[];
+
+/* Adds |l|'s counters to |out| (NULL |l|: nothing). */
+void inbound_stats_add(const struct inbound_listener *l, struct inbound_stats *out);
 
 /* Opens a listener of |kind| (FLOW_IN_SOCKS, FLOW_IN_HTTP, FLOW_IN_REVERSE) on the address
  * in |cfg|. Returns NULL with |err| naming the address and the reason. */
@@ -46,12 +77,22 @@ struct inbound_listener *inbound_listen(const struct flow_env *env, enum flow_in
                                         const struct inbound_opts *o, char *err, size_t errlen);
 /* The TCP port |l| listens on; 0 for NULL. */
 int inbound_port(const struct inbound_listener *l);
+/* 1 if a connection to |ss| would reach |l| (NULL: 0): its port, and its
+ * address, loopback, or any address for a listener on the wildcard. */
+int inbound_listener_is(const struct inbound_listener *l, const struct sockaddr_storage *ss);
 /* Stops accepting and closes every connection of the listener. */
 void inbound_close(struct inbound_listener *l);
 
 /* Used by the protocol files. */
 const struct flow_env *inbound_env(const struct inbound_listener *l);
-void inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c);
+/* Links |c| (accepted from |peer|) as in its handshake, first closing the
+ * oldest unfinished connection over a cap (never |c|). */
+void inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c,
+                       const struct sockaddr_storage *peer);
+/* The handshake of |c| finished: the caps and the deadline no longer apply. */
+void inbound_conn_ready(struct inbound_conn *c);
+/* The protocol's own handshake timer closed |c| (counted). */
+void inbound_conn_timed_out(struct inbound_conn *c);
 void inbound_conn_unlink(struct inbound_conn *c);
 
 struct flow_relay;

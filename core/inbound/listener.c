@@ -16,11 +16,24 @@ struct inbound_listener {
     int mixed;               /* FLOW_IN_SOCKS: SOCKS5 and HTTP, by the first byte */
     struct flow_addr target; /* FLOW_IN_REVERSE */
     int fd;
+    struct sockaddr_storage bound; /* getsockname after bind */
     ev_io w;
     ev_timer retry;          /* accept paused after EMFILE/ENFILE */
     int paused;              /* pauses since the last accept that worked (logged once) */
+    double emfile_logged;    /* when a pause was last logged */
+    int emfile_told;         /* this episode's pause was */
     struct inbound_conn head; /* sentinel of the connection list */
+    struct inbound_conn hs;   /* sentinel of the unfinished handshakes, oldest first */
+    ev_timer hs_timer;        /* the oldest one's deadline */
+    struct inbound_stats st;
+    double hs_logged;         /* when a cap was last logged (one line per 10 s) */
 };
+
+const struct log_counter inbound_counters[] = {
+#define X(field, key) LOG_COUNTER(struct inbound_stats, field, key)
+    INBOUND_STATS(X)
+#undef X
+    LOG_COUNTER_END};
 
 static const char *
 kind_name(const struct inbound_listener *l)
@@ -42,11 +55,15 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* Out of descriptors: stop accepting for a moment rather
                  * than spin on a listener that stays readable. One line
-                 * per episode: it may last minutes, 10 pauses a second. */
-                if (l->paused++ == 0)
+                 * per episode, and one per 10 s when episodes follow each
+                 * other: it may last minutes, 10 pauses a second. */
+                if (l->paused++ == 0 && ev_now(loop) - l->emfile_logged >= 10) {
+                    l->emfile_logged = ev_now(loop);
+                    l->emfile_told = 1;
                     LOG_WARN("accept on %s: %s; pausing accepts 100 ms at a time until "
                              "descriptors free up",
                              kind_name(l), strerror(errno));
+                }
                 ev_io_stop(loop, &l->w);
                 /* A one-shot timer keeps its spent time: set it again, or
                  * the second pause would end at once. */
@@ -56,8 +73,10 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             return;
         }
         if (l->paused > 0) {
-            LOG_INFO("accept on %s: resumed after %d pauses", kind_name(l), l->paused);
-            l->paused = 0;
+            /* The resume is told only after a pause that was. */
+            if (l->emfile_logged > 0 && l->emfile_told)
+                LOG_INFO("accept on %s: resumed after %d pauses", kind_name(l), l->paused);
+            l->paused = l->emfile_told = 0;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -77,6 +96,95 @@ on_retry(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct inbound_listener *l = w->data;
     ev_io_start(loop, &l->w);
+}
+
+static double
+hs_deadline(const struct inbound_listener *l)
+{
+    double t = l->e->opts->connect_timeout;
+    return t > 0 ? t : 10.0;
+}
+
+/* Arms the deadline of the oldest unfinished handshake (none: stopped). */
+static void
+hs_arm(struct inbound_listener *l)
+{
+    struct ev_loop *loop = l->e->loop;
+    ev_timer_stop(loop, &l->hs_timer);
+    if (l->hs._hs_next == &l->hs)
+        return;
+    double left = l->hs._hs_next->_hs_since + hs_deadline(l) - ev_now(loop);
+    ev_timer_set(&l->hs_timer, left > 0.01 ? left : 0.01, 0);
+    ev_timer_start(loop, &l->hs_timer);
+}
+
+static void
+hs_remove(struct inbound_conn *c)
+{
+    if (c->_hs_next == NULL)
+        return;
+    c->_hs_prev->_hs_next = c->_hs_next;
+    c->_hs_next->_hs_prev = c->_hs_prev;
+    c->_hs_prev = c->_hs_next = NULL;
+    c->_l->st.hs_pending--;
+}
+
+static void
+on_hs_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct inbound_listener *l = w->data;
+    double cut = ev_now(loop) - hs_deadline(l) + 0.005;
+    while (l->hs._hs_next != &l->hs && l->hs._hs_next->_hs_since <= cut) {
+        struct inbound_conn *c = l->hs._hs_next;
+        l->st.hs_timeouts++;
+        c->_close(c); /* unlinks it */
+    }
+    hs_arm(l);
+}
+
+static void
+src_key(uint8_t key[16], const struct sockaddr_storage *peer)
+{
+    memset(key, 0, 16);
+    if (peer->ss_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
+    } else if (peer->ss_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)peer)->sin_addr, 4);
+    }
+}
+
+/* Closes the oldest unfinished handshake of |src|, or of all, when a new
+ * one would pass a cap. */
+static void
+hs_make_room(struct inbound_listener *l, const uint8_t src[16])
+{
+    struct inbound_conn *oldest_src = NULL;
+    size_t same = 0;
+    for (struct inbound_conn *c = l->hs._hs_next; c != &l->hs; c = c->_hs_next)
+        if (memcmp(c->_src, src, 16) == 0 && same++ == 0)
+            oldest_src = c;
+    struct inbound_conn *victim = NULL;
+    const char *which = NULL;
+    if (same >= INBOUND_HS_PER_SOURCE) {
+        victim = oldest_src;
+        l->st.hs_source_drops++;
+        which = "from one source";
+    } else if (l->st.hs_pending >= INBOUND_HS_MAX) {
+        victim = l->hs._hs_next;
+        l->st.hs_global_drops++;
+        which = "in all";
+    }
+    if (victim == NULL)
+        return;
+    double now = ev_now(l->e->loop);
+    if (l->hs_logged == 0 || now - l->hs_logged >= 10) {
+        l->hs_logged = now;
+        LOG_WARN("%s: too many unfinished handshakes %s (caps %d per source, %d in all): "
+                 "closing the oldest (counted in inbound_hs_source_drops / hs_global_drops)",
+                 kind_name(l), which, INBOUND_HS_PER_SOURCE, INBOUND_HS_MAX);
+    }
+    victim->_close(victim);
 }
 
 struct inbound_listener *
@@ -107,15 +215,42 @@ inbound_listen(const struct flow_env *e, enum flow_inbound kind, const struct in
         free(l);
         return NULL;
     }
+    socklen_t blen = sizeof(l->bound);
+    getsockname(l->fd, (struct sockaddr *)&l->bound, &blen);
     ev_io_init(&l->w, on_accept, l->fd, EV_READ);
     l->w.data = l;
     ev_io_start(e->loop, &l->w);
     ev_timer_init(&l->retry, on_retry, 0.1, 0);
     l->retry.data = l;
+    l->hs._hs_prev = l->hs._hs_next = &l->hs;
+    ev_timer_init(&l->hs_timer, on_hs_deadline, 1, 0);
+    l->hs_timer.data = l;
     LOG_INFO("listening: %s on %s%s",
              l->mixed ? "mixed (socks5+http)" : kind == FLOW_IN_SOCKS ? "socks5" : kind_name(l),
              cfg->text, cfg->users != NULL && cfg->users->n ? " (auth)" : "");
     return l;
+}
+
+int
+inbound_listener_is(const struct inbound_listener *l, const struct sockaddr_storage *ss)
+{
+    if (l == NULL || ss->ss_family != l->bound.ss_family)
+        return 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)ss, *b = (const void *)&l->bound;
+        uint32_t ip = ntohl(a->sin_addr.s_addr);
+        return a->sin_port == b->sin_port &&
+               (a->sin_addr.s_addr == b->sin_addr.s_addr || ip >> 24 == 127 || ip == 0 ||
+                b->sin_addr.s_addr == htonl(INADDR_ANY));
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)ss, *b = (const void *)&l->bound;
+        return a->sin6_port == b->sin6_port &&
+               (IN6_ARE_ADDR_EQUAL(&a->sin6_addr, &b->sin6_addr) ||
+                IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) || IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr) ||
+                IN6_IS_ADDR_UNSPECIFIED(&b->sin6_addr));
+    }
+    return 0;
 }
 
 void
@@ -128,6 +263,7 @@ inbound_close(struct inbound_listener *l)
     close(l->fd);
     while (l->head._next != &l->head)
         l->head._next->_close(l->head._next);
+    ev_timer_stop(l->e->loop, &l->hs_timer); /* after: closing re-arms it */
     free(l);
 }
 
@@ -166,18 +302,57 @@ inbound_env(const struct inbound_listener *l)
 }
 
 void
-inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c)
+inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c,
+                  const struct sockaddr_storage *peer)
 {
+    src_key(c->_src, peer);
+    hs_make_room(l, c->_src);
     c->_l = l;
     c->_next = &l->head;
     c->_prev = l->head._prev;
     c->_prev->_next = c;
     l->head._prev = c;
+    c->_hs_since = ev_now(l->e->loop);
+    c->_hs_next = &l->hs;
+    c->_hs_prev = l->hs._hs_prev;
+    c->_hs_prev->_hs_next = c;
+    l->hs._hs_prev = c;
+    if (l->st.hs_pending++ == 0)
+        hs_arm(l);
+}
+
+void
+inbound_conn_ready(struct inbound_conn *c)
+{
+    struct inbound_listener *l = c->_l;
+    int was_oldest = l->hs._hs_next == c;
+    hs_remove(c);
+    if (was_oldest)
+        hs_arm(l);
+}
+
+void
+inbound_conn_timed_out(struct inbound_conn *c)
+{
+    if (c->_hs_next != NULL)
+        c->_l->st.hs_timeouts++;
+}
+
+void
+inbound_stats_add(const struct inbound_listener *l, struct inbound_stats *out)
+{
+    if (l == NULL)
+        return;
+#define X(field, key) out->field += l->st.field;
+    INBOUND_STATS(X)
+#undef X
 }
 
 void
 inbound_conn_unlink(struct inbound_conn *c)
 {
+    if (c->_hs_next != NULL)
+        inbound_conn_ready(c);
     c->_prev->_next = c->_next;
     c->_next->_prev = c->_prev;
     c->_prev = c->_next = NULL;

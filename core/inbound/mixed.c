@@ -125,7 +125,7 @@ inbound_mixed_accept(struct inbound_listener *l, int fd, const struct sockaddr_s
     c->peer = *peer;
     c->accepted = ev_now(e->loop);
     c->base._close = close_conn;
-    inbound_conn_link(l, &c->base);
+    inbound_conn_link(l, &c->base, peer);
     ev_io_init(&c->io, on_read, fd, EV_READ);
     ev_io_start(e->loop, &c->io);
     ev_timer_init(&c->timer, on_timeout, e->opts->connect_timeout, 0);

@@ -101,7 +101,8 @@ inbound_reverse_accept(struct inbound_listener *l, int fd, const struct sockaddr
     c->base._close = close_conn;
     inbound_flow_init(&c->flow, FLOW_IN_REVERSE, fd, peer);
     c->flow.dst = *inbound_target(l);
-    inbound_conn_link(l, &c->base);
+    inbound_conn_link(l, &c->base, peer);
+    inbound_conn_ready(&c->base); /* no handshake of its own: TLS is the MITM's */
     flow_table_add(e->flows, &c->flow, ev_now(e->loop));
     flow_set_owner(&c->flow, &owner, c);
     e->decide(e->ud, &c->flow);

@@ -318,6 +318,7 @@ advance(struct conn *c)
                 return -1;
             }
             consume(c, (size_t)n);
+            inbound_conn_ready(&c->base);
             ev_io_stop(e->loop, &c->io);
             flow_table_add(e->flows, &c->flow, ev_now(e->loop));
             flow_set_owner(&c->flow, &owner, c);
@@ -374,6 +375,7 @@ on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
     }
     if (c->state == CONNECTING || c->state == RELAY || c->state == SNIFF_CONNECT)
         return;
+    inbound_conn_timed_out(&c->base);
     conn_free(c, "handshake timeout");
 }
 
@@ -396,7 +398,7 @@ inbound_socks5_accept_within(struct inbound_listener *l, int fd,
     c->fd = fd;
     c->base._close = close_conn;
     inbound_flow_init(&c->flow, FLOW_IN_SOCKS, fd, peer);
-    inbound_conn_link(l, &c->base);
+    inbound_conn_link(l, &c->base, peer);
     ev_io_init(&c->io, on_read, fd, EV_READ);
     ev_io_start(e->loop, &c->io);
     ev_timer_init(&c->timer, on_timeout, secs > 0 ? secs : 0.001, 0);

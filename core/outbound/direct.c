@@ -129,6 +129,11 @@ start_next(struct outbound_connect *c)
         const struct sockaddr_storage *ss = &c->addrs[i];
         socklen_t len = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in)
                                                  : sizeof(struct sockaddr_in6);
+        if (c->env->is_self != NULL && c->env->is_self(c->env->self_arg, ss)) {
+            c->last_err = ELOOP;
+            c->why = "a loop: that is chute's own listener";
+            continue;
+        }
         a->fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (a->fd < 0) {
             c->last_err = errno;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/socket.h>
 
 #include "flow/flow-t.h"
 
@@ -31,6 +32,13 @@ struct outbound_env {
      * it returns 0 or an errno value. */
     int (*protect)(void *arg, int fd);
     void *protect_arg;
+    /* 1 if |ss| is one of chute's own listeners (NULL: never asked): a
+     * connection there would come back in as a new flow, which may be
+     * routed out to it again, until descriptors run out (a proxy whose
+     * name resolves here, a CONNECT to chute itself). Such an address is
+     * not connected to: the open fails with ELOOP. */
+    int (*is_self)(void *arg, const struct sockaddr_storage *ss);
+    void *self_arg;
     /* The proxies and groups of the current bundle (NULL: none), and the
      * TLS context for Trojan and https proxies (NULL until one exists). */
     struct outbound_set *set;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A SYN flood through the TUN (issue 19; root, namespaces): 100,000 SYNs
+# from random sources and ports to the server's :80, written with a raw
+# socket in the client namespace (auto_route sends them into chute's TUN).
+# chute's TUN connections stay within twice lwIP's MEMP_NUM_TCP_PCB (a pcb
+# each, and those whose pcb is gone wait out their upstream connect), its
+# heap within its 16 MiB, chute stays up, and real flows through the TUN complete again
+# within 30 s of the flood's end (the half-open pcbs fill the pool until
+# lwIP's TCP_SYN_RCVD_TIMEOUT, 20 s, frees them); afterwards chute's RSS
+# is within 32 MiB of its baseline and its descriptors within 10 (every
+# SYN that got a pcb became a flow, ~16,000 here: freed, but glibc keeps
+# the pages: measured +20 MiB). Known: during the flood a new real flow gets no
+# SYN-ACK (lwIP reclaims no SYN_RCVD pcb for a new SYN when the pool is
+# full); HOSTILE_STRICT=1 asserts service during the flood too, which
+# fails today. ~50 s.
+. "$(dirname "$0")/../netns.sh"
+. "$(dirname "$0")/hostile.bash"
+
+tun_env_up http
+got=$(cli_fetch_sha "http://$SRV4/1m.bin")
+assert_eq "$SHA_1M" "$got" "a download through the TUN before"
+baseline
+
+say "100,000 SYNs from random sources"
+cli_py "$SRV4" <<'PY' &
+import random, socket, struct, sys, time
+dst = socket.inet_aton(sys.argv[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+
+def csum(b):
+    if len(b) % 2:
+        b += b"\0"
+    t = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    t = (t >> 16) + (t & 0xFFFF)
+    t += t >> 16
+    return ~t & 0xFFFF
+
+start = time.time()
+for i in range(100000):
+    src = struct.pack("!I", (100 << 24) | random.randrange(1 << 24))  # 100.0.0.0/8
+    sport = random.randrange(1024, 65536)
+    tcp = struct.pack("!HHIIBBHHH", sport, 80, random.randrange(1 << 32), 0, 5 << 4, 0x02, 65535, 0, 0)
+    tcp = tcp[:16] + struct.pack("!H", csum(src + dst + struct.pack("!BBH", 0, 6, len(tcp)) + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), i & 0xFFFF, 0, 64, 6, 0, src, dst)
+    try:
+        s.sendto(ip + tcp, (sys.argv[1], 0))
+    except OSError:
+        time.sleep(0.001)
+print("sent 100000 SYNs in %.1f s" % (time.time() - start))
+PY
+flood_pid=$!
+sleep 2
+if [ -n "${HOSTILE_STRICT:-}" ]; then
+    got=$(cli_fetch_sha --max-time 10 "http://$SRV4/1m.bin")
+    assert_eq "$SHA_1M" "$got" "a download through the TUN during the flood"
+fi
+stats_read D
+check "during: tcp_active ${D_tcp_active} (bound 16384), heap_used ${D_heap_used} (bound 16 MiB)"
+[ "${D_tcp_active:-0}" -le 16384 ] && [ "${D_heap_used:-0}" -le 16777216 ] || fail "lwIP past its pools"
+wait "$flood_pid"
+ended=$(now)
+back=""
+while lt "$(elapsed "$ended")" 30; do
+    if ip netns exec "$NS_CLI" curl --silent --fail --connect-timeout 1 --max-time 5 -o /dev/null "http://$SRV4/small"; then
+        back=$(elapsed "$ended")
+        break
+    fi
+done
+check "real flows are served again ${back:-never} s after the flood (bound 30 s)"
+[ -n "$back" ] || fail "no real flow through the TUN within 30 s of the flood's end"
+stats_read F
+say "after the flood: tcp_active=${F_tcp_active} heap_max=${F_heap_max} heap_errors=${F_heap_errors} listener_fails=${F_listener_fails} syn_dups=${F_syn_dups}"
+got=$(cli_fetch_sha --max-time 30 "http://$SRV4/1m.bin")
+assert_eq "$SHA_1M" "$got" "a download through the TUN after the flood"
+chute_alive
+assert_no_leak 32 10 20
+pass
