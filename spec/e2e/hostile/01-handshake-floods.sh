@@ -71,6 +71,8 @@ for s in 2 3 4 5 6; do
     flood hold 127.0.0.1 "$SOCKS_PORT" 230 --src "127.0.0.$s" --secs 2.5 --ready "$E2E_TMP/ready.$s" \
         >"$E2E_TMP/hold.$s.json" &
     pids+=($!)
+    # the first source's connections are the oldest: the others start once they are all open
+    [ "$s" = 2 ] && { wait_file_l "$E2E_TMP/ready.2" || fail "flood from 127.0.0.2 did not start"; }
 done
 for s in 2 3 4 5 6; do wait_file_l "$E2E_TMP/ready.$s" || fail "flood from 127.0.0.$s did not start"; done
 probe "during the global flood"
