@@ -680,6 +680,7 @@ netstack_conn_accepted(void *arg, struct tcp_pcb *pcb, err_t err)
         return ERR_ABRT;
     }
     c->pcb = pcb;
+    tcp_setprio(pcb, TCP_PRIO_NORMAL); /* established: no longer the first to go (input.c) */
     ev_timer_stop(loop(), &c->hs_timer);
     tcp_arg(pcb, c);
     tcp_recv(pcb, on_recv);

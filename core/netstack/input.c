@@ -53,6 +53,22 @@ fail:
     return -1;
 }
 
+/* A SYN flood must not lock real flows out: with the pcb pool full, lwIP
+ * makes room for a new connection only by aborting the oldest one of a
+ * lower priority (tcp_alloc -> tcp_kill_prio), never a SYN_RCVD pcb of
+ * its own. So the pcb a SYN just made (tcp_input put it at the head of
+ * the active list) goes below the others until its handshake completes
+ * (netstack_conn_accepted lifts it): a new SYN then displaces the oldest
+ * half-open connection, not an established one. No patch to lwIP. */
+static void
+half_open_low(const struct ip_view *v)
+{
+    struct tcp_pcb *pcb = tcp_active_pcbs;
+    if (pcb != NULL && pcb->state == SYN_RCVD && pcb->local_port == v->dport &&
+        pcb->remote_port == v->sport && pcb->prio == TCP_PRIO_NORMAL)
+        tcp_setprio(pcb, NETSTACK_PRIO_HALF_OPEN);
+}
+
 void
 netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v)
 {
@@ -88,6 +104,8 @@ netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v)
     ip_data.current_ip_header_tot_len = v->ip_hlen;
     pbuf_remove_header(p, v->ip_hlen);
     tcp_input(p, nif);
+    if ((v->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN)
+        half_open_low(v);
     ip_data.current_netif = NULL;
     ip_data.current_input_netif = NULL;
     ip_data.current_ip4_header = NULL;

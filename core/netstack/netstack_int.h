@@ -19,6 +19,8 @@
  * stop reading upstream and hold back window updates; below LOW they go on. */
 #define NETSTACK_MEM_HIGH (MEM_SIZE / 4 * 3)
 #define NETSTACK_MEM_LOW (MEM_SIZE / 2)
+/* lwIP priority of a pcb whose handshake has not completed (input.c). */
+#define NETSTACK_PRIO_HALF_OPEN (TCP_PRIO_NORMAL - 1)
 
 struct netstack {
     struct ev_loop *loop;
