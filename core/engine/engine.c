@@ -509,7 +509,9 @@ on_reload(struct ev_loop *loop, ev_async *w, int revents)
 static void
 on_publish(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    engine_stats_publish(&CONTAINER(w, struct chute_engine, publish)->e);
+    struct engine *e = &CONTAINER(w, struct chute_engine, publish)->e;
+    engine_stats_publish(e);
+    engine_trim_tick(e);
 }
 
 /* A listener's options from the bundle's listen = {...}; |users| is the

@@ -76,6 +76,7 @@ struct engine {
     char *bundle_dir;        /* NULL for a bundle loaded from a string */
     char *bundle_src;
     struct flow_table *flows;
+    uint64_t trim_peak; /* trim.c: the most flows since the last malloc_trim */
     struct flow_dcache *dcache; /* per loaded bundle: a reload starts it empty */
     struct dns_resolver *dns;
     struct dns_server *dnss;     /* NULL unless the bundle has dns = {...} */
@@ -214,6 +215,8 @@ int engine_bundle_check(const char *path, int need_listener, char *err, size_t e
  * to `chute |cmd|` instead. */
 int engine_cli_bundle_arg(const char *cmd, const char *path);
 /* chute import CONFIG -o BUNDLE (import_cli.c) */
+/* trim.c: from the stats timer; gives memory back after a burst of flows. */
+void engine_trim_tick(struct engine *e);
 int engine_import_main(int argc, char **argv);
 struct dns_resolver_opts;
 /* dns_glue.c: the resolver options a bundle's config asks for. */
