@@ -22,6 +22,7 @@ static const char usage_main[] =
     "  run BUNDLE          run the engine on a script bundle (a folder with main.lua)\n"
     "  check BUNDLE        load and validate a bundle without opening sockets\n"
     "  route BUNDLE DEST   print the policy route() gives DEST (HOST or IP, optional :PORT)\n"
+    "  update BUNDLE       fetch the bundle's remote rule sets and providers once\n"
     "  ca init|export|path make, print or locate the local CA the MITM signs leaves with\n"
     "  ctl COMMAND         drive a running chute over its control API (status, flows,\n"
     "                      close, select, reload, logs)\n"
@@ -292,6 +293,8 @@ main(int argc, char **argv)
         return cmd_route(argc, argv);
     if (strcmp(cmd, "ca") == 0)
         return engine_ca_main(argc, argv);
+    if (strcmp(cmd, "update") == 0)
+        return engine_update_main(argc, argv);
     if (strcmp(cmd, "ctl") == 0)
         return control_ctl_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

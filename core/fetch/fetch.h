@@ -107,6 +107,7 @@ struct fetch_item_cfg {
     char path[4096];       /* the cache file (absolute) */
     int format;            /* the ruleset's format (rules_format), for validate */
     int skip_invalid, strict;
+    char where[96];        /* "main.lua:12": where the bundle declared it */
 };
 
 enum fetch_outcome { FETCH_FETCHED = 0, FETCH_NOT_MODIFIED, FETCH_FAILED };
