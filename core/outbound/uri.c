@@ -132,7 +132,7 @@ outbound_uri_mask(const char *uri, size_t len, char *out, size_t outlen)
             break;
         }
     /* The pieces: [uri, cut) as is, then "***", then [resume, end). */
-    const char *cut = uri + len, *resume = uri + len;
+    const char *cut = NULL, *resume = NULL;
     if (scheme_end != NULL) {
         const char *end = uri + len, *frag = memchr(scheme_end, '#', (size_t)(end - scheme_end));
         const char *auth_end = frag ? frag : end;
@@ -172,10 +172,6 @@ outbound_uri_mask(const char *uri, size_t len, char *out, size_t outlen)
         }
         memcpy(out + o, tmp, (size_t)k);
         o += (size_t)k;
-    }
-    if (p == cut && !masked && o + 4 < outlen) {
-        memcpy(out + o, "***", 3);
-        o += 3;
     }
     out[o] = '\0';
 }
