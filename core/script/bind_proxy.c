@@ -409,7 +409,10 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
     const char *ue = script_group_use(L, s, t, &nuse);
     if (ue != NULL)
         return ue;
-    if (n == 0 && nuse == 0) {
+    lua_getfield(L, t, "use");
+    int has_use = lua_rawlen(L, -1) > 0;
+    lua_pop(L, 1);
+    if (n == 0 && !has_use) {
         lua_pop(L, 1);
         return "proxies: a list of one or more policy names (or use = { \"provider\" })";
     }
