@@ -80,7 +80,7 @@ fetch_clash_proxy(const struct fetch_yaml *y, fetch_yaml_node n, struct outbound
         return -1;
     }
     o->port = (uint16_t)p;
-    o->udp = flag(y, n, "udp");
+    o->udp = flag(y, n, "udp") == 1; /* Clash carries UDP only when told to */
     if (str(y, n, "password", o->pass, sizeof(o->pass)) < 0 ||
         str(y, n, "username", o->user, sizeof(o->user)) < 0 ||
         str(y, n, "cipher", o->cipher, sizeof(o->cipher)) < 0) {
