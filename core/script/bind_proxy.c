@@ -331,6 +331,7 @@ script_proxy_add(lua_State *L, int t, const char *name)
     struct script *s = script_of(L);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_proxy *)0)->name))
         return "names are 1..63 bytes";
+    script_provider_yield(s, name);
     if (name_taken(s, name))
         return "the name is taken";
     if (s->nproxies >= MAX_POLICIES)
@@ -483,6 +484,7 @@ l_group(lua_State *L)
         return fail_at(L, "chute.group \"%s\": groups are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_group_cfg *)0)->name))
         return fail_at(L, "chute.group: names are 1..63 bytes");
+    script_provider_yield(s, name);
     if (name_taken(s, name))
         return fail_at(L, "chute.group \"%s\": the name is taken", name);
     if (s->ngroups >= MAX_POLICIES)

@@ -7,6 +7,7 @@
 #include "fetch/fetch.h"
 #include "fetch/sub.h"
 #include "log/log.h"
+#include "outbound/proxy.h"
 #include "rules/list.h"
 #include "rules/re.h"
 #include "script/script_int.h"
@@ -408,6 +409,31 @@ script_l_provider(lua_State *L)
     }
     p->n = s->nproxies - p->first;
     return 0;
+}
+
+/* The bundle declares |name| (a proxy or a group) after a provider gave
+ * one of its proxies that name: the provider's proxy, whose name is
+ * chute's choice, moves aside ("name 2"), so a subscription that grows a
+ * node named like the bundle's own group never breaks the bundle. */
+void
+script_provider_yield(struct script *s, const char *name)
+{
+    for (size_t i = 0; i < s->nproviders; i++) {
+        const struct script_provider *p = &s->providers[i];
+        for (size_t k = p->first; k < p->first + p->n; k++) {
+            struct outbound_proxy *x = &s->proxies[k];
+            if (strcmp(x->name, name) != 0)
+                continue;
+            struct outbound_uri u = {0};
+            char moved[64];
+            snprintf(u.name, sizeof(u.name), "%s", name);
+            unique_name(s, &u, moved, sizeof(moved));
+            LOG_INFO("%s: provider %s: its proxy '%s' is now '%s': the bundle declares '%s'",
+                     x->where, p->name, name, moved, name);
+            snprintf(x->name, sizeof(x->name), "%s", moved);
+            return;
+        }
+    }
 }
 
 /* ---- groups' use = { ... } -------------------------------------------- */

@@ -201,6 +201,9 @@ int script_l_ruleset_remote(lua_State *L);
 const char *script_group_use(lua_State *L, struct script *s, int t, size_t *count);
 size_t script_group_use_fill(lua_State *L, struct script *s, int t, int *out);
 int script_remotes_finish(struct script *s, char *err, size_t errlen);
+/* A provider's proxy named |name| takes another name (the bundle's own
+ * declaration wins). */
+void script_provider_yield(struct script *s, const char *name);
 void script_remotes_free(struct script *s);
 /* bind_ruleset.c: a ruleset from |buf| (NULL: empty) pushed; -1 with
  * |err| when it does not parse (an empty one is pushed then). */
