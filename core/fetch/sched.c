@@ -274,8 +274,7 @@ fetch_set_new(const struct outbound_env *env, const struct fetch_hooks *h)
     fs->h = *h;
     fs->tail = &fs->queue;
     ev_async_init(&fs->done, on_done);
-    ev_async_start(env->loop, &fs->done);
-    ev_unref(env->loop); /* the set alone keeps no loop running */
+    ev_async_start(env->loop, &fs->done); /* keeps a loop waiting while a check runs */
     return fs;
 }
 
@@ -376,7 +375,6 @@ fetch_set_free(struct fetch_set *fs)
     for (size_t i = 0; i < fs->n; i++)
         item_free(fs->items[i]);
     free(fs->items);
-    ev_ref(fs->env->loop);
     ev_async_stop(fs->env->loop, &fs->done);
     free(fs);
 }
