@@ -313,7 +313,8 @@ decode_kept(lua_State *L, const struct fetch_item_cfg *c, const char *buf, size_
     }
     rules_re_free(re);
     struct outbound_uri *ud = lua_newuserdatauv(L, (kept ? kept : 1) * sizeof(*ud), 0);
-    memcpy(ud, k.v, kept * sizeof(*ud));
+    if (kept > 0)
+        memcpy(ud, k.v, kept * sizeof(*ud));
     free(k.v);
     if (k.skipped > MAX_SKIPS_LOGGED)
         LOG_WARN("%s: provider %s: %zu entries left out in all (the first %d are above)",
