@@ -80,6 +80,11 @@ finish(struct fetch_get *g, const char *why)
     fetch_get_cb cb = g->cb;
     void *arg = g->arg;
     struct fetch_resp r = g->out;
+    char why_copy[sizeof(g->whybuf)];
+    if (r.why != NULL) { /* it may point into g */
+        snprintf(why_copy, sizeof(why_copy), "%s", r.why);
+        r.why = why_copy;
+    }
     free(g);
     cb(arg, &r);
 }
