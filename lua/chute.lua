@@ -342,6 +342,12 @@ function M.proxy(name)
   return function(t) core.proxy(name, t) end
 end
 
+--- chute.provider "name" { url = ..., interval = 3600, via = "DIRECT", filter = "regex", path = ... }
+function M.provider(name)
+  if type(name) ~= "string" then where_error("chute.provider: expected a name string", 2) end
+  return function(t) core.provider(name, t) end
+end
+
 --- chute.group "name" { type = "select"|"fallback"|"url-test"|"load-balance", proxies = {...} }
 function M.group(name)
   if type(name) ~= "string" then where_error("chute.group: expected a name string", 2) end

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "fetch/fetch.h"
 #include "tls/tls.h"
 
 static const char usage_ca[] =
@@ -26,18 +27,7 @@ static const char usage_ca[] =
 int
 engine_state_dir(char *dir, size_t n)
 {
-    const char *s = getenv("CHUTE_STATE_DIR"), *x = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
-    int k;
-    if (s != NULL && s[0] != '\0')
-        k = snprintf(dir, n, "%s", s);
-    else if (x != NULL && x[0] == '/') /* XDG: relative values are ignored */
-        k = snprintf(dir, n, "%s/chute", x);
-    else if (home != NULL && home[0] != '\0')
-        k = snprintf(dir, n, "%s/.local/state/chute", home);
-    else
-        return -1;
-    return k > 0 && (size_t)k < n ? 0 : -1;
+    return fetch_state_dir(dir, n); /* the remote lists' caches live there too */
 }
 
 /* see engine.h */

@@ -6,6 +6,7 @@
 
 #include "chute/chute.h"
 #include "dns/dns.h"
+#include "fetch/fetch.h"
 #include "outbound/set.h"
 #include "tls/tls.h"
 #include "flow/dcache.h"
@@ -237,6 +238,7 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
         outbound_set_unref(oldset);
     }
     script_free(old);
+    engine_fetch_sync(e);
     return 0;
 }
 
@@ -642,6 +644,7 @@ chute_engine_free(chute_engine *ce)
     struct engine *e = &ce->e;
     engine_control_stop(e);
     reload_join(e);
+    fetch_set_free(e->fetch); /* waits for a check in progress */
     engine_tun_stop(e);
     engine_host_free(e);
     close_listeners(e);

@@ -101,6 +101,7 @@ struct engine {
     uint64_t rule_resolves;  /* names resolved because an IP rule needed them (resolve_glue.c) */
     uint64_t reloads;        /* successful reloads */
     struct control *control; /* NULL unless the bundle has control = {...} */
+    struct fetch_set *fetch; /* remote rule sets and providers (fetch_glue.c), or NULL */
     int mode;                /* enum engine_mode: the control API's Clash mode */
     ev_signal _sigint, _sigterm, _sighup, _sigusr1, _sigusr2;
     ev_async _stop, _reload, _load_done;
@@ -221,6 +222,17 @@ int engine_import_main(int argc, char **argv);
 struct dns_resolver_opts;
 /* dns_glue.c: the resolver options a bundle's config asks for. */
 void engine_resolver_opts(const struct script_config *cfg, struct dns_resolver_opts *ro);
+
+/* fetch_glue.c: the current bundle's remote rule sets and providers on
+ * the engine's fetch set (made with the first bundle that has one). */
+void engine_fetch_sync(struct engine *e);
+struct fetch_item_cfg;
+/* Loads |env|'s trust store when one of |items| is https and it has none:
+ * 0, or -1 with |err|. */
+int engine_fetch_trust(struct outbound_env *env, const struct fetch_item_cfg *items, size_t n,
+                       char *err, size_t errlen);
+/* update_cli.c: `chute update BUNDLE` (argv[1] is "update"). */
+int engine_update_main(int argc, char **argv);
 
 /* resolve_glue.c: flow_env.resolve for IP rules without no-resolve. */
 void *engine_flow_resolve(void *ud, struct flow *f, void (*done)(void *arg), void *arg);

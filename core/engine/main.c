@@ -24,6 +24,7 @@ static const char usage_main[] =
     "  route BUNDLE DEST   print the policy route() gives DEST (HOST or IP, optional :PORT)\n"
     "  import CONFIG -o DIR write a bundle from a Clash/mihomo config.yaml or a Surge\n"
     "                      profile.conf\n"
+    "  update BUNDLE       fetch the bundle's remote rule sets and providers once\n"
     "  ca init|export|path make, print or locate the local CA the MITM signs leaves with\n"
     "  ctl COMMAND         drive a running chute over its control API (status, flows,\n"
     "                      close, select, reload, logs)\n"
@@ -325,6 +326,8 @@ main(int argc, char **argv)
         return engine_import_main(argc, argv);
     if (strcmp(cmd, "ca") == 0)
         return engine_ca_main(argc, argv);
+    if (strcmp(cmd, "update") == 0)
+        return engine_update_main(argc, argv);
     if (strcmp(cmd, "ctl") == 0)
         return control_ctl_main(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -374,6 +374,48 @@ read_proxy(lua_State *L, int t, const char *name, struct outbound_proxy *p)
     return NULL;
 }
 
+/* Declares proxy |name| from the table at |t|: NULL, or the reason
+ * (pushed, or static). The caller says where (a chute.proxy line, a
+ * provider's entry). */
+static const char names_msg[] = "names are 1..63 bytes";
+
+const char *
+script_proxy_add(lua_State *L, int t, const char *name, int *field)
+{
+    struct script *s = script_of(L);
+    *field = 0;
+    if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_proxy *)0)->name))
+        return names_msg;
+    script_provider_yield(s, name);
+    if (name_taken(L, s, name) != 0)
+        return lua_tostring(L, -1); /* stays on the stack for the caller */
+    if (s->nproxies >= MAX_POLICIES)
+        return lua_pushfstring(L, "more than %d proxies", MAX_POLICIES);
+    if (s->ngroups > 0 && strcmp(s->late_member, name) == 0)
+        return lua_pushfstring(L, "declare proxies before groups (group \"%s\" at %s names it)",
+                               s->late_group, s->late_where);
+    if (s->ngroups > 0)
+        return "declare proxies before groups";
+    struct outbound_proxy *np = realloc(s->proxies, (s->nproxies + 1) * sizeof(*np));
+    if (np == NULL)
+        return "out of memory";
+    s->proxies = np;
+    struct outbound_proxy *p = &np[s->nproxies];
+    memset(p, 0, sizeof(*p));
+    const char *e = read_proxy(L, t, name, p);
+    if (e != NULL) {
+        tls_ctx_free(p->anchors);
+        *field = 1;
+        return e;
+    }
+    declared_at(L, p->where, sizeof(p->where));
+    s->nproxies++;
+    if (p->skip_cert_verify)
+        LOG_WARN("%s: proxy %s: skip_cert_verify: its certificate is not checked; anyone on the "
+                 "path can read and change its traffic", p->where, name);
+    return NULL;
+}
+
 static int
 l_proxy(lua_State *L)
 {
@@ -382,33 +424,13 @@ l_proxy(lua_State *L)
     luaL_checktype(L, 2, LUA_TTABLE);
     if (s->set != NULL)
         return fail_at(L, "chute.proxy \"%s\": proxies are declared while main.lua loads", name);
-    if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_proxy *)0)->name))
-        return fail_at(L, "chute.proxy: names are 1..63 bytes");
-    if (name_taken(L, s, name) != 0)
-        return fail_at(L, "chute.proxy \"%s\": %s", name, lua_tostring(L, -1));
-    if (s->nproxies >= MAX_POLICIES)
-        return fail_at(L, "chute.proxy: more than %d proxies", MAX_POLICIES);
-    if (s->ngroups > 0 && strcmp(s->late_member, name) == 0)
-        return fail_at(L, "chute.proxy \"%s\": declare proxies before groups (group \"%s\" at "
-                          "%s names it)", name, s->late_group, s->late_where);
-    if (s->ngroups > 0)
-        return fail_at(L, "chute.proxy \"%s\": declare proxies before groups", name);
-    struct outbound_proxy *np = realloc(s->proxies, (s->nproxies + 1) * sizeof(*np));
-    if (np == NULL)
-        return fail_at(L, "out of memory");
-    s->proxies = np;
-    struct outbound_proxy *p = &np[s->nproxies];
-    memset(p, 0, sizeof(*p));
-    const char *e = read_proxy(L, 2, name, p);
-    if (e != NULL) {
-        tls_ctx_free(p->anchors);
-        return fail_decl(L, "proxy", name, e);
-    }
-    declared_at(L, p->where, sizeof(p->where));
-    s->nproxies++;
-    if (p->skip_cert_verify)
-        LOG_WARN("%s: proxy %s: skip_cert_verify: its certificate is not checked; anyone on the "
-                 "path can read and change its traffic", p->where, name);
+    int field;
+    const char *e = script_proxy_add(L, 2, name, &field);
+    if (e != NULL && field)
+        return fail_decl(L, "proxy", name, e); /* the field's own line */
+    if (e != NULL)
+        return fail_at(L, "chute.proxy%s%s%s: %s", e == names_msg ? "" : " \"",
+                       e == names_msg ? "" : name, e == names_msg ? "" : "\"", e);
     return 0;
 }
 
@@ -418,17 +440,17 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
     static const struct field fields[] = {
         {"type", LUA_TSTRING},     {"proxies", LUA_TTABLE},  {"url", LUA_TSTRING},
         {"interval", LUA_TNUMBER}, {"timeout", LUA_TNUMBER}, {"tolerance", LUA_TNUMBER},
-        {"selected", LUA_TSTRING},
+        {"selected", LUA_TSTRING}, {"use", LUA_TTABLE},
     };
     lua_pushnil(L);
     while (lua_next(L, t)) {
         const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
         const struct field *f = find_field(fields, N(fields), k);
         if (f == NULL) {
-            static const char *const names[] = {"type", "proxies", "url", "interval",
+            static const char *const names[] = {"type", "proxies", "use", "url", "interval",
                                                 "timeout", "tolerance", "selected"};
             const char *near = script_suggest(k, names, N(names));
-            return lua_pushfstring(L, "unknown field '%s'%s%s%s (fields: type, proxies, url, "
+            return lua_pushfstring(L, "unknown field '%s'%s%s%s (fields: type, proxies, use, url, "
                                       "interval, timeout, tolerance, selected)", k,
                                    near ? ": did you mean '" : "", near ? near : "",
                                    near ? "'?" : "");
@@ -460,11 +482,19 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
     g->type = (enum outbound_group_type)i;
     lua_getfield(L, t, "proxies");
     size_t n = lua_rawlen(L, -1);
-    if (n == 0) {
+    /* use = { "provider", ... }: its proxies follow the group's own. */
+    size_t nuse = 0;
+    const char *ue = script_group_use(L, s, t, &nuse);
+    if (ue != NULL)
+        return ue;
+    lua_getfield(L, t, "use");
+    int has_use = lua_rawlen(L, -1) > 0;
+    lua_pop(L, 1);
+    if (n == 0 && !has_use) {
         lua_pop(L, 1);
-        return "proxies: a list of one or more policy names";
+        return "proxies: a list of one or more policy names (or use = { \"provider\" })";
     }
-    g->members = calloc(n, sizeof(int));
+    g->members = calloc(n + nuse + 1, sizeof(int));
     if (g->members == NULL)
         return "out of memory";
     for (size_t k = 0; k < n; k++) {
@@ -492,6 +522,13 @@ read_group(lua_State *L, struct script *s, int t, const char *name, struct outbo
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
+    g->nmembers += script_group_use_fill(L, s, t, g->members + g->nmembers);
+    if (g->nmembers == 0) {
+        /* Providers with nothing fetched yet: refuse, never leak to DIRECT. */
+        g->members[g->nmembers++] = FLOW_POLICY_REJECT;
+        LOG_WARN("chute.group \"%s\": its providers have no proxies yet: it rejects until "
+                 "they do", name);
+    }
     const char *url = opt_string(L, t, "url");
     if (url != NULL) {
         char err[160];
@@ -538,6 +575,7 @@ l_group(lua_State *L)
         return fail_at(L, "chute.group \"%s\": groups are declared while main.lua loads", name);
     if (*name == '\0' || strlen(name) >= sizeof(((struct outbound_group_cfg *)0)->name))
         return fail_at(L, "chute.group: names are 1..63 bytes");
+    script_provider_yield(s, name);
     if (name_taken(L, s, name) != 0)
         return fail_at(L, "chute.group \"%s\": %s", name, lua_tostring(L, -1));
     if (s->ngroups >= MAX_POLICIES)

@@ -346,6 +346,8 @@ on_entry(void *arg, const struct rules_entry *e)
     case RULES_T_IP_ASN:
     case RULES_T_SRC_IP_ASN:
     case RULES_T_GEOSITE:
+        if (ctx->s == NULL) /* a fetched list checked off the loop: the load decides */
+            break;
         if (geo_usable(ctx->s, e)) {
             rc = add_geo(ctx, e);
             break;
@@ -390,14 +392,12 @@ on_entry(void *arg, const struct rules_entry *e)
     return 0;
 }
 
-/* A new empty ruleset userdata named |name| on the stack (raises when out
- * of memory: nothing is held then). */
-static struct ruleset *
-ruleset_push(lua_State *L, const char *name)
+/* Makes |rs| an empty ruleset named |name|: 0, or -1 when out of memory
+ * (ruleset_fini frees what was made). */
+static int
+ruleset_init(struct ruleset *rs, const char *name)
 {
-    struct ruleset *rs = lua_newuserdatauv(L, sizeof(*rs), 0);
     memset(rs, 0, sizeof(*rs));
-    luaL_setmetatable(L, "chute.ruleset");
     rs->name = strdup(name);
     rs->domains = rules_domains_new();
     rs->subs = rules_domains_new();
@@ -412,6 +412,19 @@ ruleset_push(lua_State *L, const char *name)
     rs->inport = rules_ports_new();
     if (!rs->name || !rs->domains || !rs->subs || !rs->dst || !rs->dst_res || !rs->src ||
         !rs->dport || !rs->sport || !rs->regexes || !rs->wild || !rs->proc_re || !rs->inport)
+        return -1;
+    return 0;
+}
+
+/* A new empty ruleset userdata named |name| on the stack (raises when out
+ * of memory: nothing is held then). */
+static struct ruleset *
+ruleset_push(lua_State *L, const char *name)
+{
+    struct ruleset *rs = lua_newuserdatauv(L, sizeof(*rs), 0);
+    memset(rs, 0, sizeof(*rs));
+    luaL_setmetatable(L, "chute.ruleset");
+    if (ruleset_init(rs, name) != 0)
         luaL_error(L, "chute.ruleset: out of memory");
     return rs;
 }
@@ -471,6 +484,8 @@ int
 script_l_ruleset(lua_State *L)
 {
     struct script *s = script_of(L);
+    if (lua_type(L, 1) == LUA_TTABLE)
+        return script_l_ruleset_remote(L); /* chute.ruleset { url = ... } (bind_remote.c) */
     const char *rel = luaL_checkstring(L, 1);
     const char *fmt_name = "auto";
     int skip = 0, strict = 0;
@@ -509,6 +524,36 @@ script_l_ruleset(lua_State *L)
     if (rc != 0)
         return luaL_error(L, "chute.ruleset: %s", err);
     return 1;
+}
+
+int
+script_ruleset_push_text(lua_State *L, const char *name, const char *buf, size_t len, int fmt,
+                         int skip, int strict, char *err, size_t errlen)
+{
+    struct ruleset *rs = ruleset_push(L, name);
+    if (buf == NULL)
+        return 0;
+    if (ruleset_fill(script_of(L), rs, buf, len, fmt, skip, strict, err, errlen) == 0)
+        return 0;
+    ruleset_fini(rs);
+    if (ruleset_init(rs, name) != 0)
+        luaL_error(L, "chute.ruleset: out of memory");
+    return -1;
+}
+
+int
+script_ruleset_check(const char *name, const char *buf, size_t len, int fmt, int skip, int strict,
+                     size_t *count, char *err, size_t errlen)
+{
+    struct ruleset rs;
+    int rc = ruleset_init(&rs, name);
+    if (rc != 0)
+        snprintf(err, errlen, "out of memory");
+    else
+        rc = ruleset_fill(NULL, &rs, buf, len, fmt, skip, strict, err, errlen);
+    *count = rs.count;
+    ruleset_fini(&rs);
+    return rc;
 }
 
 /* Surge's internal rule sets (manual, Rule Set: "Internal Rule Sets"), as

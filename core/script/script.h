@@ -205,4 +205,17 @@ struct mitm_rewrites *script_rewrites(const struct script *s);
 /* The bundle's proxies and groups (NULL before the load finished). */
 struct outbound_set *script_outbound_set(const struct script *s);
 
+/* The bundle's remote rule sets and proxy providers (chute.ruleset
+ * { url = ... }, chute.provider), for core/fetch to keep fresh: |*n| of
+ * them, owned by the script. A successful fetch replaces an item's cache;
+ * the next load reads it. */
+struct fetch_item_cfg;
+const struct fetch_item_cfg *script_remotes(const struct script *s, size_t *n);
+/* Whether |buf| is a good body for |c| (a list that parses, a
+ * subscription with proxies): 0 with |note| ("512 rules", "12 proxies
+ * (clash)"), or -1 with |note| saying why not. Touches no script: any
+ * thread may call it. */
+int script_remote_validate(const struct fetch_item_cfg *c, const char *buf, size_t len, char *note,
+                           size_t notelen);
+
 #endif

@@ -86,6 +86,11 @@ struct script {
      * main.lua has run (it may be a group declared later). */
     char late_member[64], late_group[64], late_where[96];
     int late_index;
+    /* chute.provider / chute.ruleset { url = ... } (bind_remote.c) */
+    struct fetch_item_cfg *remotes;
+    size_t nremotes;
+    struct script_provider *providers;
+    size_t nproviders;
     /* chute.on_request / on_response, in registration order (bind_http.c),
      * and the set the MITM gets (hooks.c). */
     struct script_hook *req_hooks, *resp_hooks;
@@ -196,6 +201,31 @@ int script_check_address(const char *text, struct sockaddr_storage *ss, socklen_
 /* bind_proxy.c: chute.proxy, chute.group, chute.select into the table on
  * top of the stack; the set made once main.lua has run. */
 void script_proxy_open(lua_State *L);
+/* Declares proxy |name| from the chute.proxy table at |t|: NULL, or why
+ * not (pushed or static). */
+const char *script_proxy_add(lua_State *L, int t, const char *name, int *field);
+
+/* bind_remote.c: chute.provider "name" {...}, chute.ruleset { url = ... },
+ * a group's use = {...} (the count of its providers' proxies, then their
+ * ids into |out|), and the check once main.lua has run. */
+struct fetch_item_cfg;
+struct script_provider;
+int script_l_provider(lua_State *L);
+int script_l_ruleset_remote(lua_State *L);
+const char *script_group_use(lua_State *L, struct script *s, int t, size_t *count);
+size_t script_group_use_fill(lua_State *L, struct script *s, int t, int *out);
+int script_remotes_finish(struct script *s, char *err, size_t errlen);
+/* A provider's proxy named |name| takes another name (the bundle's own
+ * declaration wins). */
+void script_provider_yield(struct script *s, const char *name);
+void script_remotes_free(struct script *s);
+/* bind_ruleset.c: a ruleset from |buf| (NULL: empty) pushed; -1 with
+ * |err| when it does not parse (an empty one is pushed then). */
+int script_ruleset_push_text(lua_State *L, const char *name, const char *buf, size_t len, int fmt,
+                             int skip, int strict, char *err, size_t errlen);
+/* The same check without Lua (any thread): 0 with the entries' count. */
+int script_ruleset_check(const char *name, const char *buf, size_t len, int fmt, int skip,
+                         int strict, size_t *count, char *err, size_t errlen);
 int script_proxies_finish(struct script *s, char *err, size_t errlen);
 void script_proxies_free(struct script *s);
 

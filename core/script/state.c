@@ -89,6 +89,7 @@ l_check_cidr(lua_State *L)
 static const luaL_Reg core_funcs[] = {
     {"check_cidr", l_check_cidr},
     {"ruleset", script_l_ruleset},
+    {"provider", script_l_provider},
     {"module", script_l_module},
     {"rules", script_l_rules},
     {"clash", script_l_clash},
@@ -216,7 +217,8 @@ load_protected(lua_State *L)
     lua_pop(L, 1);
     if (script_config_read(s, ld->err, ld->errlen) != 0 ||
         script_geo_finish(s, ld->err, ld->errlen) != 0 ||
-        script_proxies_finish(s, ld->err, ld->errlen) != 0) {
+        script_proxies_finish(s, ld->err, ld->errlen) != 0 ||
+        script_remotes_finish(s, ld->err, ld->errlen) != 0) {
         ld->failed = 1;
         return 0;
     }
@@ -308,6 +310,7 @@ script_free(struct script *s)
     script_geo_free(s);
     script_config_free(&s->cfg);
     script_proxies_free(s);
+    script_remotes_free(s);
     script_hooks_free(s);
     mitm_rewrites_free(s->rewrites);
     free(s->dir);

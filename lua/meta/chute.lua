@@ -246,9 +246,29 @@ chute.on_dns = nil
 ---@return fun(t: chute.proxy)
 function chute.proxy(name) end
 
+---@class chute.provider
+---@field url string             "http[s]://host[:port]/path": a Clash proxies: list, base64 of share links, or share links one a line
+---@field interval? number       seconds between fetches (1..2592000, default 3600)
+---@field via? string            the policy the fetch goes through (default "DIRECT")
+---@field filter? string         a PCRE2 regex: only the proxies whose name matches
+---@field path? string           the cache file: under <state>/cache/ (no ".."), or absolute (default "provider-<name>")
+---@field max_size? integer      bytes; a larger body is refused and the cache kept (default 16 MiB)
+
+--- Declares a proxy provider (before any group): its proxies join the
+--- bundle's, named as the subscription names them ("hk", then "hk 2"), and
+--- groups take them with use = { "name" }. At load they come from the cache
+--- (none on a first start: no proxies, said in the log); the engine fetches
+--- in the background and reloads the bundle when the body changed and
+--- decodes. ss:// (SIP002, legacy), trojan://, socks5://, http(s):// share
+--- links; entries chute cannot use (vmess, plugins) are logged and left out.
+---@param name string
+---@return fun(t: chute.provider)
+function chute.provider(name) end
+
 ---@class chute.group
 ---@field type "select"|"fallback"|"url-test"|"load-balance"
----@field proxies string[]       members: proxies declared above, "DIRECT", "REJECT"
+---@field proxies? string[]      members: proxies declared above, "DIRECT", "REJECT"
+---@field use? string[]          providers whose proxies follow `proxies` (a group with none yet rejects)
 ---@field url? string            health check: "http://host[:port]/path" fetched through each member
 ---@field interval? number       seconds between checks (default 300 with a url)
 ---@field timeout? number        seconds per check (default 5)
@@ -281,8 +301,19 @@ function ruleset:match(flow) end
 ---@field skip_invalid? boolean  leave out (and count) malformed lines, instead of failing
 ---@field strict? boolean  fail on rule types chute cannot evaluate (default: left out, one warning)
 
---- Loads a rule list from the bundle into C matchers (at load time).
----@param path string  relative to the bundle
+---@class chute.ruleset.remote: chute.ruleset.options
+---@field url string          "http[s]://host[:port]/path" (https checked against the system store or $SSL_CERT_FILE)
+---@field interval? number    seconds between fetches (1..2592000, default 86400)
+---@field via? string         the policy the fetch goes through (default "DIRECT")
+---@field path? string        the cache file: under <state>/cache/ (no ".."), or absolute (default from the URL)
+---@field max_size? integer   bytes; a larger list is refused and the cache kept (default 16 MiB)
+
+--- Loads a rule list from the bundle into C matchers (at load time), or,
+--- given { url = ... }, a remote list from its cache in chute's state
+--- folder (empty until the first fetch; the engine fetches in the
+--- background with If-None-Match/If-Modified-Since and reloads the bundle
+--- when a new list parses; a failed fetch or a bad list keeps the old).
+---@param path string|chute.ruleset.remote  relative to the bundle, or a remote list
 ---@param opts? chute.ruleset.options
 ---@return chute.ruleset
 function chute.ruleset(path, opts) end
