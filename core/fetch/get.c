@@ -21,7 +21,9 @@
 #define MAX_REDIRECTS 3
 
 struct fetch_get {
-    struct outbound_env env;
+    /* The engine's, which outlives every GET: outbound_open still reads it
+     * after its callback returns, when a failure has freed |g|. */
+    const struct outbound_env *env;
     struct fetch_url u;
     struct fetch_get_opts o;
     char etag_in[256], lm_in[64];
@@ -50,7 +52,7 @@ struct fetch_get {
 static void
 release(struct fetch_get *g)
 {
-    struct ev_loop *loop = g->env.loop;
+    struct ev_loop *loop = g->env->loop;
     ev_timer_stop(loop, &g->limit);
     ev_timer_stop(loop, &g->later);
     if (g->open != NULL)
@@ -112,7 +114,7 @@ fail_later(struct fetch_get *g, const char *why)
 {
     g->why = why;
     ev_timer_set(&g->later, 0, 0);
-    ev_timer_start(g->env.loop, &g->later);
+    ev_timer_start(g->env->loop, &g->later);
 }
 
 static void
@@ -398,7 +400,7 @@ on_open(void *arg, const struct outbound_result *r)
     static const char *const alpn[] = {"http/1.1"};
     to.alpn = alpn;
     to.nalpn = 1;
-    g->hs = tls_client_start(g->env.tls, r->stream, &to, on_tls, g);
+    g->hs = tls_client_start(g->env->tls, r->stream, &to, on_tls, g);
     if (g->hs == NULL)
         failf(g, "out of memory");
 }
@@ -407,7 +409,7 @@ static void
 begin(struct fetch_get *g)
 {
     struct flow_addr dst;
-    if (g->u.https && g->env.tls == NULL) {
+    if (g->u.https && g->env->tls == NULL) {
         fail_later(g, "https: no trust store loaded");
         return;
     }
@@ -428,8 +430,8 @@ begin(struct fetch_get *g)
     }
     g->req_len = (size_t)k;
     ev_timer_set(&g->limit, g->o.timeout, 0);
-    ev_timer_start(g->env.loop, &g->limit);
-    g->open = outbound_open(&g->env, g->o.policy, &dst, g->o.timeout, on_open, g);
+    ev_timer_start(g->env->loop, &g->limit);
+    g->open = outbound_open(g->env, g->o.policy, &dst, g->o.timeout, on_open, g);
     if (g->open == NULL)
         fail_later(g, "out of memory");
 }
@@ -441,7 +443,7 @@ fetch_get_start(const struct outbound_env *env, const struct fetch_url *u,
     struct fetch_get *g = calloc(1, sizeof(*g));
     if (g == NULL)
         return NULL;
-    g->env = *env;
+    g->env = env;
     g->u = *u;
     g->o = *o;
     if (g->o.timeout <= 0)
