@@ -174,7 +174,7 @@ write_json(enum log_level level, const struct log_field *fields, size_t n, int k
     tap_line(level, msg, escape(msg, mlen, sizeof(msg)));
 }
 
-static void
+static void __attribute__((format(printf, 5, 0)))
 vwrite(enum log_level level, const struct log_field *fields, size_t nfields, int kv,
        const char *fmt, va_list ap)
 {
