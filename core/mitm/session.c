@@ -300,6 +300,17 @@ on_up_hs(void *arg, struct io_stream *tls, int err, const char *why)
     client_tls(s);
 }
 
+/* The client's handshake starts from the loop, not from inside the call
+ * that decided it. */
+static void
+client_tls_soon(struct mitm_sess *s)
+{
+    struct ev_loop *loop = s->m->env->loop;
+    ev_timer_stop(loop, &s->timer);
+    ev_timer_init(&s->timer, on_start_failed, 0, 0);
+    ev_timer_start(loop, &s->timer);
+}
+
 static void upstream_handshake(struct mitm_sess *s, struct io_stream *raw);
 
 void *
@@ -351,9 +362,7 @@ mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
          * handshake; this flow's own connection is not needed. */
         io_close(a->upstream, 0);
         s->up_h2 = 1;
-        ev_timer_stop(m->env->loop, &s->timer);
-        ev_timer_init(&s->timer, on_start_failed, 0, 0);
-        ev_timer_start(m->env->loop, &s->timer);
+        client_tls_soon(s);
         return s;
     }
     if ((s->up = mitm_h1_take(m, f, s->host, s->port, 0)) != NULL) {
@@ -361,26 +370,13 @@ mitm_sess_start(void *ud, struct flow_relay *r, const struct flow_relay_args *a,
          * would (reachable, verified, no h2): the client's handshake
          * starts at once, and the request goes over it. */
         io_close(a->upstream, 0);
-        ev_timer_stop(m->env->loop, &s->timer);
-        ev_timer_init(&s->timer, on_start_failed, 0, 0);
-        ev_timer_start(m->env->loop, &s->timer);
+        client_tls_soon(s);
         return s;
     }
     if (mitm_probe_wait(s, a->upstream))
         return s; /* mitm_sess_probed goes on */
     upstream_handshake(s, a->upstream);
     return s;
-}
-
-/* The client's handshake starts from the loop, not from inside the call
- * that decided it. */
-static void
-client_tls_soon(struct mitm_sess *s)
-{
-    struct ev_loop *loop = s->m->env->loop;
-    ev_timer_stop(loop, &s->timer);
-    ev_timer_init(&s->timer, on_start_failed, 0, 0);
-    ev_timer_start(loop, &s->timer);
 }
 
 static void
