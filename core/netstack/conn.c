@@ -556,31 +556,6 @@ raise_mss(struct netstack_conn *c, const struct ip_view *v)
     }
 }
 
-/* A client may reuse a 4-tuple whose earlier connection lwIP still holds in
- * TIME_WAIT (the server closed first, so the client kept no TIME_WAIT of
- * its own and Linux hands the port out again). lwIP matches TIME_WAIT pcbs
- * before listeners and never accepts such a SYN; a new SYN means the old
- * connection is over, so it goes, as Linux's own TIME_WAIT reuse does. */
-static void
-drop_time_wait(const struct ip_view *v)
-{
-    for (struct tcp_pcb *p = tcp_tw_pcbs, *next; p != NULL; p = next) {
-        next = p->next;
-        if (p->local_port != v->dport || p->remote_port != v->sport ||
-            IP_IS_V6(&p->local_ip) != (v->version == 6))
-            continue;
-        int same = v->version == 4
-                       ? memcmp(&ip_2_ip4(&p->local_ip)->addr, v->dst, 4) == 0 &&
-                             memcmp(&ip_2_ip4(&p->remote_ip)->addr, v->src, 4) == 0
-                       : memcmp(ip_2_ip6(&p->local_ip)->addr, v->dst, 16) == 0 &&
-                             memcmp(ip_2_ip6(&p->remote_ip)->addr, v->src, 16) == 0;
-        if (same) {
-            tcp_abort(p); /* a TIME_WAIT pcb is freed without a RST */
-            netstack.st.tw_reused++;
-        }
-    }
-}
-
 void
 netstack_conn_accept(struct netstack_conn *c, double timeout)
 {
@@ -593,7 +568,7 @@ netstack_conn_accept(struct netstack_conn *c, double timeout)
     c->state = C_HANDSHAKE;
     ev_timer_set(&c->hs_timer, timeout, 0);
     ev_timer_start(loop(), &c->hs_timer);
-    drop_time_wait(&v);
+    netstack_tw_drop(&v);
     if (tun_offload(netstack.tun))
         raise_mss(c, &v);
     netstack_inject(c->syn, c->syn_len, &v); /* SYN-ACK; accept follows the client's ACK */

@@ -135,4 +135,5 @@ void
 netstack_flush(void)
 {
     netstack_conn_output();
+    netstack_tw_trim();
 }

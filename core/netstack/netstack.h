@@ -47,6 +47,7 @@ struct netstack_handler {
     X(syn_dups, syn_dups)             /* SYNs repeated while connecting */                         \
     X(syn_dropped, syn_dropped)       /* SYNs too long to hold (carrying data) */                  \
     X(tw_reused, tw_reused)           /* TIME_WAIT pcbs ended by a new SYN on their tuple */       \
+    X(tw_trimmed, tw_trimmed)         /* TIME_WAIT pcbs ended early: over NETSTACK_TW_MAX */       \
     X(sniffed, sniffed)               /* flows named from their first bytes (SNI, Host) */         \
     X(rst_sent, rst_sent)             /* refused, unreachable, rejected */                         \
     X(heap_used, heap_used)           /* bytes of lwIP's packet heap (MEM_SIZE) in use */          \

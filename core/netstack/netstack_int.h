@@ -51,6 +51,11 @@ void netstack_conn_output(void);
 /* Sends a RST answering |v| (a segment chute will not take). */
 void netstack_send_rst(const struct ip_view *v);
 
+/* timewait.c: keeps the newest NETSTACK_TW_MAX TIME_WAIT pcbs (each pass). */
+void netstack_tw_trim(void);
+/* Ends a TIME_WAIT pcb on the 4-tuple of |v|, a new SYN's. */
+void netstack_tw_drop(const struct ip_view *v);
+
 /* The 5-tuple of |v| as a flow key (TCP). */
 void netstack_key_from_view(struct ip_tuple *k, const struct ip_view *v);
 
