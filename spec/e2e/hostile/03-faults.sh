@@ -6,9 +6,8 @@
 # timeout (timeouts.connect = 3 s here: bound 6 s), a fallback group moves
 # off a hanging member, nothing is left open afterwards (flows_active 0,
 # descriptors and RSS back near the baseline), and other clients are
-# served throughout. (Loss, reordering and jitter need the TUN's
-# namespaces: spec/e2e/outbound/delaybridge.py delays frames; see the
-# README's limits section.) ~60 s.
+# served throughout. (Loss, reordering and jitter need namespaces: they
+# are 08-bad-link.) ~60 s.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/hostile.bash"
 
