@@ -42,6 +42,7 @@ struct netstack_conn {
     ev_timer hs_timer;     /* the client's handshake is not done */
     struct io_soon rd_kick, wr_kick, up_kick; /* on_readable, on_drain, established */
     struct pbuf *rx;       /* client bytes not consumed yet */
+    struct pbuf *rx_last;  /* rx's last pbuf, while rx is not NULL */
     uint32_t owed;         /* consumed bytes whose window update waits (heap cap) */
     int err;               /* ECONNRESET once lwIP dropped the pcb */
     unsigned client_eof : 1, shut : 1, reading : 1, want_drain : 1, paused_mem : 1;
@@ -176,10 +177,21 @@ on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
     if (p == NULL) {
         c->client_eof = 1;
         release_ended(c);
-    } else if (c->rx == NULL)
-        c->rx = p;
-    else
-        pbuf_cat(c->rx, p);
+    } else {
+        /* Appended at the last pbuf, not from the head: pbuf_cat walks the
+         * chain it is given, and rx may hold a whole window (~700 pbufs)
+         * while the upstream socket is full. The head's tot_len then stops
+         * counting what comes after; nothing reads it (pbuf_free and
+         * pbuf_free_header go by next and len). */
+        if (c->rx == NULL)
+            c->rx = p;
+        else
+            pbuf_cat(c->rx_last, p);
+        struct pbuf *q = p;
+        while (q->next != NULL)
+            q = q->next;
+        c->rx_last = q;
+    }
     kick_readable(c);
     return ERR_OK;
 }

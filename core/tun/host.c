@@ -126,6 +126,8 @@ tun_host_read(struct tun *t, struct tun_batch *b)
     struct tun_host *h = t->host;
     pthread_mutex_lock(&h->mu);
     h->head += h->held; /* the previous batch is done with */
+    if (h->head == h->tail)
+        h->head = h->tail = 0; /* empty: refill the slots still in cache */
     size_t n = h->tail - h->head;
     h->held = n < (size_t)t->batch ? n : (size_t)t->batch;
     size_t head = h->head;

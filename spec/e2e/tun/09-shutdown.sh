@@ -3,13 +3,16 @@
 # v6, a UDP flow): chute exits 0 promptly, the open TCP clients are reset,
 # every flow is logged as closed by the shutdown, and the TUN, its routes
 # and the auto_route rules (capture 9001, exclude 9000) are gone from the
-# client namespace.
+# client namespace. Through examples/embed/host (CHUTE_VIA_HOST=1) the
+# device and the rules are the system's: the host's part is to close the
+# device (its carrier goes), the system then removes them.
 . "$(dirname "$0")/../netns.sh"
 need_root
 TUN_EXTRA='exclude = { "10.9.0.0/16", "fd99::/64" }'
 tun_env_up http udp
 big_file 8
 
+if [ -z "${CHUTE_VIA_HOST:-}" ]; then
 check "auto_route's rules and table are in place while chute runs"
 assert_match "not from all fwmark $TUN_MARK lookup 2022" "$(ip -n "$NS_CLI" -4 rule show priority 9001)" "the v4 capture rule"
 assert_match "not from all fwmark $TUN_MARK lookup 2022" "$(ip -n "$NS_CLI" -6 rule show priority 9001)" "the v6 capture rule"
@@ -17,6 +20,7 @@ assert_match "default dev $TUN_DEV" "$(ip -n "$NS_CLI" -4 route show table 2022)
 assert_match "default dev $TUN_DEV" "$(ip -n "$NS_CLI" -6 route show table 2022)" "table 2022's v6 default route"
 assert_match "from all to 10\.9\.0\.0/16 lookup main" "$(ip -n "$NS_CLI" -4 rule show priority 9000)" "the v4 exclude rule"
 assert_match "from all to fd99::/64 lookup main" "$(ip -n "$NS_CLI" -6 rule show priority 9000)" "the v6 exclude rule"
+fi
 
 # Idle TCP connections (v4 and v6) and a UDP flow, held open by one client
 # that reports what each TCP socket sees when chute goes away.
@@ -70,6 +74,14 @@ assert_log "info  stopped$" "chute logged that it stopped"
 stats_parse E
 assert_eq 0 "$E_flows_active" "flows_active in the exit stats"
 
+if [ -n "${CHUTE_VIA_HOST:-}" ]; then
+    check "the host closed the system's device: no carrier"
+    assert_match "NO-CARRIER" "$(ip -n "$NS_CLI" link show dev "$TUN_DEV")" "$TUN_DEV's flags after the host exited"
+    assert_log "^host: stopped" "the host logged its stop"
+    # What the system does when the VPN ends: the device and its rules go.
+    cli ip link del "$TUN_DEV"
+    for f in -4 -6; do cli ip "$f" rule del priority 9001; done
+fi
 check "the TUN, its routes and the rules are gone"
 assert_eq "" "$(ip -n "$NS_CLI" rule show priority 9001)" "v4 rules at priority 9001"
 assert_eq "" "$(ip -n "$NS_CLI" -6 rule show priority 9001)" "v6 rules at priority 9001"
