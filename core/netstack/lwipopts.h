@@ -95,7 +95,11 @@
 #define CHECKSUM_CHECK_IP6 0
 #define CHECKSUM_GEN_IP 1
 #define CHECKSUM_GEN_TCP 1
-#define LWIP_CHECKSUM_ON_COPY 1
+/* With offload the kernel sums TCP (CHECKSUM_PARTIAL, netif.c), so the
+ * netif turns lwIP's TCP sums off; on copy they would be summed anyway
+ * (and lwIP's sum-on-copy is a copy, then a sum: no pass saved). */
+#define LWIP_CHECKSUM_CTRL_PER_NETIF 1
+#define LWIP_CHECKSUM_ON_COPY 0
 /* lwIP's own checksum sums 16 bits at a time and took 29% of the CPU of a
  * download; ours sums 64 bits at a time (core/netstack/sys.c). */
 #define LWIP_CHKSUM netstack_lwip_chksum

@@ -18,8 +18,10 @@ struct netstack netstack;
 /* With offload, lwIP sends segments of up to 64 KiB (its netif MTU is
  * 65535 and the client's SYN said so, see conn.c): one larger than the
  * client's real MSS leaves as a segmentation-offload packet, which the
- * kernel takes whole instead of as ~44 writes at MTU 1500. Its checksum
- * field then holds the pseudo-header sum, as CHECKSUM_PARTIAL wants. */
+ * kernel takes whole instead of as ~44 writes at MTU 1500. Every TCP
+ * packet leaves with CHECKSUM_PARTIAL (its checksum field holding the
+ * pseudo-header sum): lwIP sums none of them (nif_init), the kernel sums
+ * what it must, and a download's bytes are not summed twice. */
 static void
 commit_tcp(uint8_t *pkt, size_t len)
 {
@@ -32,16 +34,13 @@ commit_tcp(uint8_t *pkt, size_t len)
         return;
     }
     size_t thl = (size_t)(pkt[ihl + 12] >> 4) * 4;
-    if (len - ihl - thl <= mss) {
-        tun_wq_commit(netstack.tun, len);
-        return;
-    }
     const uint8_t *src = v6 ? pkt + 8 : pkt + 12, *dst = v6 ? pkt + 24 : pkt + 16;
     uint16_t c = (uint16_t)~ip_csum_fold(ip_csum_pseudo(v6 ? 6 : 4, src, dst, IPPROTO_TCP,
                                                          (uint32_t)(len - ihl)));
     memcpy(pkt + ihl + 16, &c, 2);
     struct tun_gso g = {.version = v6 ? 6 : 4, .hdr_len = (uint16_t)(ihl + thl),
-                        .gso_size = (uint16_t)mss, .csum_start = (uint16_t)ihl};
+                        .gso_size = len - ihl - thl > mss ? (uint16_t)mss : 0,
+                        .csum_start = (uint16_t)ihl};
     tun_wq_commit_gso(netstack.tun, len, &g);
 }
 
@@ -74,7 +73,7 @@ out6(struct netif *n, struct pbuf *p, const ip6_addr_t *dst)
     return emit(p);
 }
 
-static int init_mtu;
+static int init_mtu, init_offload;
 
 static err_t
 nif_init(struct netif *n)
@@ -85,6 +84,8 @@ nif_init(struct netif *n)
     n->output_ip6 = out6;
     n->mtu = (u16_t)init_mtu;
     n->flags = 0; /* no broadcast: tcp_input would drop the subnet's broadcast address */
+    if (init_offload)
+        NETIF_SET_CHECKSUM_CTRL(n, NETIF_CHECKSUM_ENABLE_ALL & ~NETIF_CHECKSUM_GEN_TCP);
     return ERR_OK;
 }
 
@@ -121,6 +122,7 @@ netstack_init(struct ev_loop *loop, const struct netstack_handler *h, struct tun
     IP4_ADDR(&mask, 255, 255, 255, 255);
     ip4_addr_set_zero(&gw);
     init_mtu = tun_offload(tun) || mtu > 0xFFFF ? 0xFFFF : mtu;
+    init_offload = tun_offload(tun);
     if (netif_add(&netstack.nif, &addr, &mask, &gw, NULL, nif_init, ip_input) == NULL) {
         snprintf(err, errlen, "lwIP refused the netif");
         return -1;

@@ -104,7 +104,9 @@ tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g)
 {
     struct virtio_net_hdr h = {
         .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
-        .gso_type = g->version == 4 ? VIRTIO_NET_HDR_GSO_TCPV4 : VIRTIO_NET_HDR_GSO_TCPV6,
+        .gso_type = g->gso_size == 0   ? VIRTIO_NET_HDR_GSO_NONE
+                    : g->version == 4 ? VIRTIO_NET_HDR_GSO_TCPV4
+                                      : VIRTIO_NET_HDR_GSO_TCPV6,
         .hdr_len = g->hdr_len,
         .gso_size = g->gso_size,
         .csum_start = g->csum_start,
@@ -112,7 +114,8 @@ tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g)
     };
     tun_wq_commit(t, len);
     memcpy(t->wq + t->wq_used - len - TUN_VNET_HDR, &h, TUN_VNET_HDR);
-    t->st.gso_out++;
+    if (g->gso_size != 0)
+        t->st.gso_out++;
 }
 
 void

@@ -32,7 +32,7 @@ struct tun_batch {
 struct tun_gso {
     uint8_t version;   /* 4 or 6 */
     uint16_t hdr_len;  /* IP + TCP headers */
-    uint16_t gso_size; /* payload bytes per segment (the client's MSS) */
+    uint16_t gso_size; /* payload bytes per segment (the client's MSS); 0: one segment */
     uint16_t csum_start;
 };
 
@@ -127,7 +127,8 @@ int tun_read_batch(struct tun *t, struct tun_batch *b);
  * (64 KiB with offload). tun_wq_commit queues it. Packets leave in order. */
 uint8_t *tun_wq_reserve(struct tun *t, size_t len);
 void tun_wq_commit(struct tun *t, size_t len);
-/* Queues the reserved packet as a TCP segmentation-offload packet. Its TCP
+/* Queues the reserved packet as a TCP packet the kernel checksums
+ * (CHECKSUM_PARTIAL) and, with a gso_size, cuts into segments. Its TCP
  * checksum field must hold the pseudo-header sum (not inverted). Only with
  * tun_offload(). */
 void tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g);

@@ -64,9 +64,9 @@
  *   - every packet chute writes to the TUN parses, fits the MTU (64 KiB
  *     with offload) and has valid IPv4 header and L4 checksums, with a
  *     source address the client sent to; with offload its virtio header is
- *     zero, or describes a TCP segmentation-offload packet (larger than the
- *     MSS the MTU gives, split at that MSS) whose checksum, completed as the
- *     kernel completes it, is valid;
+ *     zero, or asks the kernel to complete a TCP checksum (and then the
+ *     completed checksum is valid), and may describe a TCP segmentation-
+ *     offload packet (larger than the MSS the MTU gives, split at that MSS);
  *   - the flow table holds exactly the live TCP connections and UDP
  *     entries; it is empty once the TUN path stops;
  *   - lwIP's heap stays within MEM_SIZE; once the TUN path stops, no pcb
@@ -511,24 +511,29 @@ unroutable(const struct ip_view *v)
     return v->dst[0] == 0xff || !memcmp(v->dst, any, 16) || !memcmp(v->dst, loop6, 16);
 }
 
-/* A segmentation-offload packet (virtio header |g|) as the kernel takes it:
- * then completes its checksum (CHECKSUM_PARTIAL: the sum from csum_start
- * on, folded and inverted into csum_start + csum_offset) and cuts it at
- * gso_size. Leaves |p| with the completed checksum. */
+/* A packet with a virtio header |g| as the kernel takes it: it completes
+ * the checksum (CHECKSUM_PARTIAL: the sum from csum_start on, folded and
+ * inverted into csum_start + csum_offset) and, for a segmentation-offload
+ * packet, cuts it at gso_size. Leaves |p| with the completed checksum. */
 static void
-check_gso(const struct virtio_net_hdr *g, uint8_t *p, size_t n, const struct ip_view *v)
+check_partial(const struct virtio_net_hdr *g, uint8_t *p, size_t n, const struct ip_view *v)
 {
     size_t thl = (size_t)(v->l4[12] >> 4) * 4;
     uint16_t c;
 
     CHECK_OUT(g->flags == VIRTIO_NET_HDR_F_NEEDS_CSUM, p, n);
-    CHECK_OUT(g->gso_type == (v->version == 4 ? VIRTIO_NET_HDR_GSO_TCPV4 : VIRTIO_NET_HDR_GSO_TCPV6),
-              p, n);
     CHECK_OUT(v->proto == IPPROTO_TCP && g->csum_start == v->ip_hlen && g->csum_offset == 16, p, n);
-    CHECK_OUT(g->hdr_len == v->ip_hlen + thl && v->payload_len > g->gso_size, p, n);
-    CHECK_OUT(g->gso_size == MTU - (v->version == 4 ? 40 : 60), p, n);
+    CHECK_OUT(g->hdr_len == v->ip_hlen + thl, p, n);
     c = ip_csum_fold(ip_csum_add(0, p + g->csum_start, n - g->csum_start));
     memcpy(p + g->csum_start + g->csum_offset, &c, 2);
+    if (g->gso_type == VIRTIO_NET_HDR_GSO_NONE) {
+        CHECK_OUT(g->gso_size == 0, p, n);
+        return;
+    }
+    CHECK_OUT(g->gso_type == (v->version == 4 ? VIRTIO_NET_HDR_GSO_TCPV4 : VIRTIO_NET_HDR_GSO_TCPV6),
+              p, n);
+    CHECK_OUT(v->payload_len > g->gso_size, p, n);
+    CHECK_OUT(g->gso_size == MTU - (v->version == 4 ? 40 : 60), p, n);
     h.t.gso_out++;
 }
 
@@ -550,8 +555,8 @@ check_out(uint8_t *p, size_t n)
     CHECK_OUT(ip_view_parse(&v, p, n) == IP_OK && v.pkt_len == n, p, n);
     if (h.offload) {
         static const struct virtio_net_hdr none;
-        if (g.gso_type != VIRTIO_NET_HDR_GSO_NONE)
-            check_gso(&g, p, n, &v);
+        if (g.flags != 0)
+            check_partial(&g, p, n, &v);
         else
             CHECK_OUT(memcmp(&g, &none, TUN_VNET_HDR) == 0, p, n);
     }
