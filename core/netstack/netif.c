@@ -21,41 +21,93 @@ struct netstack netstack;
  * kernel takes whole instead of as ~44 writes at MTU 1500. Every TCP
  * packet leaves with CHECKSUM_PARTIAL (its checksum field holding the
  * pseudo-header sum): lwIP sums none of them (nif_init), the kernel sums
- * what it must, and a download's bytes are not summed twice. */
-static void
-commit_tcp(uint8_t *pkt, size_t len)
+ * what it must, and a download's bytes are not summed twice.
+ *
+ * tcp_partial fills |g| for the TCP packet whose headers start at |pkt| (|len| bytes
+ * in all, |avail| of them here) and puts the pseudo-header sum in its
+ * checksum field. 0 when it is not a whole TCP header. */
+static int
+tcp_partial(uint8_t *pkt, size_t avail, size_t len, struct tun_gso *g)
 {
     int v6 = (pkt[0] >> 4) == 6;
     size_t ihl = v6 ? 40 : (size_t)(pkt[0] & 0x0f) * 4;
-    uint8_t proto = v6 ? pkt[6] : pkt[9];
-    size_t mss = (size_t)tun_mtu(netstack.tun) - (v6 ? 60 : 40);
-    if (proto != IPPROTO_TCP || len < ihl + 20) {
-        tun_wq_commit(netstack.tun, len);
-        return;
-    }
+    if (avail < ihl + 20 || (v6 ? pkt[6] : pkt[9]) != IPPROTO_TCP)
+        return 0;
     size_t thl = (size_t)(pkt[ihl + 12] >> 4) * 4;
+    size_t mss = (size_t)tun_mtu(netstack.tun) - (v6 ? 60 : 40);
+    if (avail < ihl + thl)
+        return 0;
     const uint8_t *src = v6 ? pkt + 8 : pkt + 12, *dst = v6 ? pkt + 24 : pkt + 16;
     uint16_t c = (uint16_t)~ip_csum_fold(ip_csum_pseudo(v6 ? 6 : 4, src, dst, IPPROTO_TCP,
                                                          (uint32_t)(len - ihl)));
     memcpy(pkt + ihl + 16, &c, 2);
-    struct tun_gso g = {.version = v6 ? 6 : 4, .hdr_len = (uint16_t)(ihl + thl),
-                        .gso_size = len - ihl - thl > mss ? (uint16_t)mss : 0,
-                        .csum_start = (uint16_t)ihl};
-    tun_wq_commit_gso(netstack.tun, len, &g);
+    *g = (struct tun_gso){.version = v6 ? 6 : 4, .hdr_len = (uint16_t)(ihl + thl),
+                          .gso_size = len - ihl - thl > mss ? (uint16_t)mss : 0,
+                          .csum_start = (uint16_t)ihl};
+    return 1;
+}
+
+static void
+release_pbuf(void *p)
+{
+    pbuf_free(p);
+}
+
+/* A device takes the segment straight from lwIP's pbufs (its unacked
+ * queue keeps them; one more reference holds them until the flush): only
+ * the headers are copied. */
+static int
+emit_ref(struct pbuf *p)
+{
+    struct tun *t = netstack.tun;
+    uint8_t hdr[128];
+    struct iovec iov[TUN_REF_IOV];
+    struct tun_gso g;
+    size_t hlen = p->len < sizeof(hdr) ? p->len : sizeof(hdr);
+    memcpy(hdr, p->payload, hlen);
+    /* The headers end where the TCP header says: the rest is payload. */
+    int v6 = (hdr[0] >> 4) == 6;
+    size_t ihl = v6 ? 40 : (size_t)(hdr[0] & 0x0f) * 4;
+    if (hlen < ihl + 20 || (v6 ? hdr[6] : hdr[9]) != IPPROTO_TCP)
+        return -1;
+    size_t h = ihl + (size_t)(hdr[ihl + 12] >> 4) * 4;
+    if (h > hlen)
+        return -1;
+    int n = 0;
+    if (p->len > h)
+        iov[n++] = (struct iovec){(uint8_t *)p->payload + h, p->len - h};
+    for (struct pbuf *q = p->next; q != NULL; q = q->next) {
+        if (q->len == 0)
+            continue;
+        if (n == TUN_REF_IOV)
+            return -1;
+        iov[n++] = (struct iovec){q->payload, q->len};
+    }
+    int gso = tun_offload(t) && tcp_partial(hdr, h, p->tot_len, &g);
+    pbuf_ref(p);
+    if (tun_wq_ref(t, hdr, h, iov, n, gso ? &g : NULL, release_pbuf, p) != 0) {
+        pbuf_free(p);
+        return -1;
+    }
+    return 0;
 }
 
 /* lwIP hands a segment chain whose data stays referenced by its unacked
- * queue: copy it into the write queue, which the engine flushes once per
- * batch. */
+ * queue: a device writes it from there; the host endpoint's batches are
+ * whole packets, so for it the chain is copied into the write queue. Both
+ * leave at the engine's flush, once per batch. */
 static err_t
 emit(struct pbuf *p)
 {
+    if (tun_wq_ref_ok(netstack.tun) && emit_ref(p) == 0)
+        return ERR_OK;
     uint8_t *slot = tun_wq_reserve(netstack.tun, p->tot_len);
     if (slot == NULL)
         return ERR_OK; /* larger than the device takes: TCP retransmits smaller */
     pbuf_copy_partial(p, slot, p->tot_len, 0);
-    if (tun_offload(netstack.tun))
-        commit_tcp(slot, p->tot_len);
+    struct tun_gso g;
+    if (tun_offload(netstack.tun) && tcp_partial(slot, p->tot_len, p->tot_len, &g))
+        tun_wq_commit_gso(netstack.tun, p->tot_len, &g);
     else
         tun_wq_commit(netstack.tun, p->tot_len);
     return ERR_OK;

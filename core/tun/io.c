@@ -41,6 +41,14 @@ tun_io_init(struct tun *t, int batch)
 void
 tun_io_fini(struct tun *t)
 {
+    /* Entries that reference their owner's memory go back to it. */
+    for (size_t off = 0; t->wq != NULL && off < t->wq_used;) {
+        uint32_t l;
+        memcpy(&l, t->wq + off, WQ_HDR);
+        if (l & TUN_WQ_REF)
+            tun_wq_ref_drop(t->wq + off + WQ_HDR);
+        off += WQ_HDR + (l & ~TUN_WQ_REF);
+    }
     free(t->rbuf);
     free(t->wq);
 }
@@ -100,7 +108,7 @@ tun_wq_commit(struct tun *t, size_t len)
 }
 
 void
-tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g)
+tun_vnet_hdr(uint8_t *v, const struct tun_gso *g)
 {
     struct virtio_net_hdr h = {
         .flags = VIRTIO_NET_HDR_F_NEEDS_CSUM,
@@ -112,8 +120,14 @@ tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g)
         .csum_start = g->csum_start,
         .csum_offset = 16, /* the TCP checksum field */
     };
+    memcpy(v, &h, TUN_VNET_HDR);
+}
+
+void
+tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g)
+{
     tun_wq_commit(t, len);
-    memcpy(t->wq + t->wq_used - len - TUN_VNET_HDR, &h, TUN_VNET_HDR);
+    tun_vnet_hdr(t->wq + t->wq_used - len - TUN_VNET_HDR, g);
     if (g->gso_size != 0)
         t->st.gso_out++;
 }
@@ -131,6 +145,11 @@ tun_wq_flush(struct tun *t)
     while (off < t->wq_used) {
         uint32_t l;
         memcpy(&l, t->wq + off, WQ_HDR);
+        if (l & TUN_WQ_REF) {
+            tun_wq_ref_write(t, t->wq + off + WQ_HDR, l);
+            off += WQ_HDR + (l & ~TUN_WQ_REF);
+            continue;
+        }
         ssize_t n = write(t->fd, t->wq + off + WQ_HDR, l);
         if (n == (ssize_t)l) {
             t->st.pkts_out++;

@@ -11,6 +11,7 @@
  * early when it is full. */
 
 #include <stddef.h>
+#include <sys/uio.h>
 #include <stdint.h>
 
 #include "log/counter.h"
@@ -132,6 +133,17 @@ void tun_wq_commit(struct tun *t, size_t len);
  * checksum field must hold the pseudo-header sum (not inverted). Only with
  * tun_offload(). */
 void tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g);
+/* Queues a packet of |hdr| (copied) then |n| payload pieces that stay
+ * where they are until the flush writes them in one writev, then calls
+ * release(arg); |g| as for tun_wq_commit_gso, or NULL. Returns -1 (and
+ * keeps nothing) where that cannot be done: the host endpoint (its batches
+ * are contiguous packets), more than TUN_REF_IOV pieces, a header over
+ * 128 bytes, a packet over the MTU: the caller copies instead. */
+#define TUN_REF_IOV 8
+typedef void (*tun_release_fn)(void *arg);
+int tun_wq_ref(struct tun *t, const void *hdr, size_t hlen, const struct iovec *payload, int n,
+               const struct tun_gso *g, tun_release_fn release, void *arg);
+int tun_wq_ref_ok(const struct tun *t);
 /* Writes every queued packet to the device. */
 void tun_wq_flush(struct tun *t);
 size_t tun_wq_pending(const struct tun *t);

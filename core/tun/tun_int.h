@@ -31,6 +31,13 @@ struct tun {
 
 #define TUN_VNET_HDR 10 /* sizeof(struct virtio_net_hdr) */
 #define TUN_WQ_HDR 4    /* each queued packet's u32 length */
+#define TUN_WQ_REF 0x80000000u /* in that length: a tun_wq_ref entry (wq_ref.c) */
+
+/* io.c: the virtio header for |g| at |v| (TUN_VNET_HDR bytes). */
+void tun_vnet_hdr(uint8_t *v, const struct tun_gso *g);
+/* wq_ref.c: writes (and releases) or only releases a ref entry. */
+void tun_wq_ref_write(struct tun *t, const uint8_t *e, uint32_t l);
+void tun_wq_ref_drop(const uint8_t *e);
 
 int tun_io_init(struct tun *t, int batch);
 /* host.c: the host endpoint's halves of tun_read_batch and tun_wq_flush,
