@@ -58,7 +58,11 @@ engine_host_new(struct engine *e, const struct chute_options *o)
         return CHUTE_ERR_NOMEM;
     h->out = o->packets_out;
     h->arg = o->packets_arg;
-    h->t = tun_attach_host(mtu, batch, o->queue > 0 ? o->queue : 1024, on_out, h);
+    struct engine_budget b;
+    size_t queue = o->queue > 0 ? o->queue : 1024;
+    if (o->queue == 0 && engine_budget_size(o->memory_limit, &b) == 0 && b.queue > 0)
+        queue = b.queue; /* memory_limit: a shorter queue (packets of the MTU each) */
+    h->t = tun_attach_host(mtu, batch, queue, on_out, h);
     if (h->t == NULL) {
         free(h);
         return CHUTE_ERR_NOMEM;

@@ -105,7 +105,7 @@ conn_free(struct netstack_conn *c)
 static void
 note_heap(void)
 {
-    if (!netstack.mem_high && lwip_stats.mem.used > NETSTACK_MEM_HIGH) {
+    if (!netstack.mem_high && netstack_heap_used() > NETSTACK_MEM_HIGH) {
         netstack.mem_high = 1;
         netstack.st.mem_pauses++;
     }
