@@ -16,10 +16,12 @@
 #define FIXED_BASE ((size_t)4 << 20)
 #define FIXED_PER_MILLE 30 /* and this much of the limit: queues, slack */
 
-/* Bytes one item costs, measured (scripts/bench/embed's memory row):
- * a TUN TCP flow is its flow, netstack conn, lwIP pcb and upstream socket
- * state; its data lives in the lwIP heap and the kernel's buffers. */
-#define TCP_FLOW_COST 1536
+/* Bytes one item costs, measured (scripts/bench/embed's memory row,
+ * heaptrack): a TUN TCP flow is its flow (1448), netstack conn (560),
+ * relay (184) and socket stream (152), with its DIRECT connect's state
+ * (~700) while it opens; its data lives in lwIP's heap and the kernel's
+ * socket buffers; its pcb is in the pools' share. */
+#define TCP_FLOW_COST 2048
 #define UDP_FLOW_COST 768
 #define DNS_CACHE_COST 384 /* an entry with its answer */
 #define FAKE_IP_COST 128   /* a 64-byte slot and its reverse map */
@@ -35,11 +37,11 @@ static const struct {
     unsigned per_mille;
     size_t floor; /* bytes */
 } shares[P__N] = {
-    [P_RULES] = {520, (size_t)1 << 20},
-    [P_HEAP] = {170, (size_t)1 << 20},
-    [P_FLOWS] = {170, (size_t)512 << 10},
-    [P_POOLS] = {55, (size_t)128 << 10},
-    [P_LUA] = {55, (size_t)512 << 10},
+    [P_RULES] = {585, (size_t)1 << 20},
+    [P_HEAP] = {75, (size_t)512 << 10},
+    [P_FLOWS] = {210, (size_t)512 << 10},
+    [P_POOLS] = {50, (size_t)128 << 10},
+    [P_LUA] = {50, (size_t)512 << 10},
     [P_DNS] = {30, (size_t)128 << 10},
 };
 
@@ -97,8 +99,11 @@ engine_budget_size(size_t limit, struct engine_budget *b)
     b->listeners = min_sz(left / LISTENER_COST < 64 ? 64 : left / LISTENER_COST,
                           NETSTACK_LISTENERS_MAX);
     b->lwip_pools = used + b->listeners * LISTENER_COST;
-    /* packets_in's queue: 1/8 of the fixed part at 1500-byte packets. */
-    b->queue = min_sz(b->fixed / 8 / 1536, 1024);
+    /* The packet queues, in the fixed part: packets_in's, 1/32 of it at
+     * 1500-byte packets; the write queue 1/32 (it flushes when full; lwIP
+     * cannot emit more at once than its heap holds anyway). */
+    b->queue = min_sz(b->fixed / 32 / 1536, 1024);
+    b->wq = min_sz(b->fixed / 32, (size_t)2 << 20);
     return 0;
 }
 

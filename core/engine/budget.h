@@ -26,6 +26,7 @@ struct engine_budget {
     size_t dns_cache, fake_ips;          /* resolver cache entries, fake-IP mappings */
     size_t dns_bytes;
     size_t queue;         /* packets_in's queue, packets */
+    size_t wq;            /* the packet path's write queue, bytes */
 };
 
 /* Sizes |limit| bytes (0: no limit: |*b| all 0). 0, or -1 when |limit| is

@@ -133,6 +133,10 @@ void tun_wq_commit(struct tun *t, size_t len);
 void tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g);
 /* Writes every queued packet to the device. */
 void tun_wq_flush(struct tun *t);
+/* Shrinks (or grows) the write queue to |bytes|, at least 16 packets of
+ * the MTU (a memory_limit: it flushes sooner). Only while it is empty: 0,
+ * or -1 and the queue stays. */
+int tun_wq_limit(struct tun *t, size_t bytes);
 size_t tun_wq_pending(const struct tun *t);
 
 void tun_stats(const struct tun *t, struct tun_stats *out);

@@ -68,75 +68,11 @@ done) >"$rss_log" &
 sampler=$!
 NETNS_PIDS+=("$sampler")
 
-# clients.py HOST PORT N MODE: N connections at once. MODE get: each GETs
-# /1m.bin once all are connected; prints ok/bad/failed. MODE hold: opens
-# N and prints how many connected and how many were refused.
-cat >"$NETNS_TMP/clients.py" <<'PY'
-import errno, hashlib, resource, selectors, socket, sys, time
-host, port, n, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-want = sys.argv[5] if len(sys.argv) > 5 else ""
-resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
-sel = selectors.DefaultSelector()
-conns, refused, pending = [], 0, {}
-for i in range(n):
-    s = socket.socket()
-    s.setblocking(False)
-    s.connect_ex((host, port))
-    pending[s] = i
-    sel.register(s, selectors.EVENT_WRITE)
-deadline = time.time() + 60
-while pending and time.time() < deadline:
-    for key, _ in sel.select(1):
-        s = key.fileobj
-        e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        sel.unregister(s)
-        del pending[s]
-        if e == 0:
-            conns.append(s)
-        else:
-            refused += e == errno.ECONNREFUSED
-            s.close()
-if mode == "hold":
-    print("connected=%d refused=%d timedout=%d" % (len(conns), refused, len(pending)), flush=True)
-    sys.stdin.read()  # until the test says so
-    sys.exit(0)
-req = b"GET /1m.bin HTTP/1.1\r\nHost: srv\r\nConnection: close\r\n\r\n"
-bufs = {}
-for s in conns:
-    s.setblocking(True)
-    s.sendall(req)
-    s.setblocking(False)
-    bufs[s] = bytearray()
-    sel.register(s, selectors.EVENT_READ)
-ok = bad = failed = 0
-deadline = time.time() + 240
-while bufs and time.time() < deadline:
-    for key, _ in sel.select(1):
-        s = key.fileobj
-        try:
-            d = s.recv(262144)
-        except ConnectionError:
-            d = None
-        if d:
-            bufs[s] += d
-            continue
-        b = bytes(bufs.pop(s))
-        sel.unregister(s)
-        s.close()
-        body = b.split(b"\r\n\r\n", 1)[-1]
-        if d is None:
-            failed += 1
-        elif hashlib.sha256(body).hexdigest() == want:
-            ok += 1
-        else:
-            bad += 1
-print("connected=%d refused=%d ok=%d bad=%d failed=%d unfinished=%d" % (
-    len(conns), refused, ok, bad, failed, len(bufs)), flush=True)
-PY
+CLIENTS=$(dirname "$0")/clients.py
 
 check "$FLOWS concurrent 1 MiB downloads through the host at memory_limit 15 MiB"
 t0=$(now)
-res=$(cli "$PY" "$NETNS_TMP/clients.py" "$SRV4" "$HTTP_PORT" "$FLOWS" get "$SHA_1M") || fail "the clients failed: $res"
+res=$(cli "$PY" "$CLIENTS" "$SRV4" "$HTTP_PORT" "$FLOWS" get "$SHA_1M") || fail "the clients failed: $res"
 say "$res in $(elapsed "$t0")s"
 chute_alive
 assert_match "connected=$FLOWS refused=0 ok=$FLOWS bad=0 failed=0 unfinished=0" "$res" \
@@ -152,7 +88,7 @@ over=$((tcp_cap + 300))
 check "$over connections at once: the ones past the cap of $tcp_cap are refused and counted"
 fifo=$NETNS_TMP/hold.in
 mkfifo "$fifo"
-cli "$PY" "$NETNS_TMP/clients.py" "$SRV4" "$HTTP_PORT" "$over" hold <"$fifo" >"$NETNS_TMP/hold.out" &
+cli "$PY" "$CLIENTS" "$SRV4" "$HTTP_PORT" "$over" hold <"$fifo" >"$NETNS_TMP/hold.out" &
 holder=$!
 NETNS_PIDS+=("$holder")
 exec 7>"$fifo"
