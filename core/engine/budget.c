@@ -10,8 +10,8 @@
  * mapped libraries, thread stacks, the packet queues, allocator slack) is
  * |fixed|: measured at ~4 MiB of RSS for examples/embed/host before the
  * first flow (3.7 MiB of it file-backed: libc, libchute, Lua). The rest
- * goes by the table; a part's floor may exceed its share only as far as
- * ENGINE_BUDGET_MIN leaves room (the unit test checks the sum). */
+ * goes by the table; a part's floor is taken from the rule sets' share
+ * (the unit test checks the sum from ENGINE_BUDGET_MIN up). */
 
 #define FIXED_BASE ((size_t)4 << 20)
 #define FIXED_PER_MILLE 30 /* and this much of the limit: queues, slack */
@@ -79,7 +79,8 @@ engine_budget_size(size_t limit, struct engine_budget *b)
     b->lua = part[P_LUA];
     b->lwip_heap = min_sz(part[P_HEAP], NETSTACK_HEAP_MAX);
     /* Flows: 15/16 TCP, the rest UDP mappings (each holds a socket). */
-    b->tcp_flows = part[P_FLOWS] / 16 * 15 / TCP_FLOW_COST;
+    b->tcp_flows = min_sz(part[P_FLOWS] / 16 * 15 / TCP_FLOW_COST,
+                          (NETSTACK_PCBS_MAX - 16) / 9 * 8); /* each needs a pcb */
     b->udp_flows = part[P_FLOWS] / 16 / UDP_FLOW_COST;
     b->flow_bytes = b->tcp_flows * TCP_FLOW_COST + b->udp_flows * UDP_FLOW_COST;
     /* DNS: a quarter for the resolver's cache, the rest fake-IP mappings. */
@@ -99,6 +100,11 @@ engine_budget_size(size_t limit, struct engine_budget *b)
     b->listeners = min_sz(left / LISTENER_COST < 64 ? 64 : left / LISTENER_COST,
                           NETSTACK_LISTENERS_MAX);
     b->lwip_pools = used + b->listeners * LISTENER_COST;
+    /* Floors come out of the rule sets' share, the largest: near
+     * ENGINE_BUDGET_MIN the parts still add up to at most the limit. */
+    size_t others = b->lwip_heap + b->lwip_pools + b->flow_bytes + b->lua + b->dns_bytes;
+    if (others + b->rules > rest)
+        b->rules = rest > others ? rest - others : 0;
     /* The packet queues, in the fixed part: packets_in's, 1/32 of it at
      * 1500-byte packets; the write queue 1/32 (it flushes when full; lwIP
      * cannot emit more at once than its heap holds anyway). */
