@@ -134,8 +134,9 @@ netstack_init(struct ev_loop *loop, const struct netstack_handler *h, struct tun
     netif_set_up(&netstack.nif);
     netif_set_link_up(&netstack.nif);
     netstack.st.heap_size = netstack_heap_cap();
-    LOG_INFO("netstack: lwIP %s, window %d, heap %zu KiB, mss follows mtu %d%s",
-             LWIP_VERSION_STRING, TCP_WND, netstack_heap_cap() >> 10, mtu,
+    size_t cap = netstack_heap_cap(), mib = cap % (1u << 20) == 0; /* a limit: KiB */
+    LOG_INFO("netstack: lwIP %s, window %d, heap %zu %s, mss follows mtu %d%s",
+             LWIP_VERSION_STRING, TCP_WND, mib ? cap >> 20 : cap >> 10, mib ? "MiB" : "KiB", mtu,
              tun_offload(tun) ? ", 64 KiB segments with offload" : "");
     return 0;
 }
