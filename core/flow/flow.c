@@ -12,6 +12,7 @@ struct flow_table {
     struct flow_table_stats st;
     struct flow_cursor *cursors; /* open walks (flow_cursor_open) */
     double refused_logged;       /* when flow_table_refused last logged */
+    const char *refused_what;    /* and of which flows */
     uint64_t refused_unlogged;
 };
 
@@ -145,7 +146,8 @@ flow_table_refused(struct flow_table *t, const char *what, size_t cap, double no
 {
     t->st.refused++;
     t->refused_unlogged++;
-    if (t->refused_logged != 0 && now - t->refused_logged < REFUSED_LOG_INTERVAL)
+    if (t->refused_logged != 0 && now - t->refused_logged < REFUSED_LOG_INTERVAL &&
+        strcmp(what, t->refused_what) == 0)
         return;
     LOG_WARN("flow: %s flows at the memory_limit's cap of %zu: %s (%llu since the last line, "
              "%llu in all; a larger memory_limit raises the cap)", what, cap,
@@ -153,6 +155,7 @@ flow_table_refused(struct flow_table *t, const char *what, size_t cap, double no
                                       : "the least recently used one closes for a new one",
              (unsigned long long)t->refused_unlogged, (unsigned long long)t->st.refused);
     t->refused_logged = now;
+    t->refused_what = what;
     t->refused_unlogged = 0;
 }
 

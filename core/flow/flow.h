@@ -172,8 +172,9 @@ void flow_table_add(struct flow_table *t, struct flow *f, double now);
 void flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *reason);
 
 void flow_table_stats(const struct flow_table *t, struct flow_table_stats *out);
-/* A new |what| ("TCP", "UDP") flow refused at a cap of |cap|: counted, and
- * logged at most once per 10 s with the count since the last line. */
+/* A new |what| ("TCP", "UDP": a static string) flow refused at a cap of
+ * |cap|: counted, and logged at most once per 10 s (and when |what|
+ * changes) with the count since the last line. */
 void flow_table_refused(struct flow_table *t, const char *what, size_t cap, double now);
 
 /* Sets |f|'s owner (after flow_table_add). */

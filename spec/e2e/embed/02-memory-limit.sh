@@ -4,7 +4,7 @@
 # while the host's RSS (VmRSS, sampled every 100 ms) never goes above the
 # limit; then more connections than the TCP cap at once: the ones past it
 # are refused (RST), counted in flows_refused and logged, and the engine
-# goes on. Before that, what chute check says of chute.config's
+# goes on; UDP mappings past theirs close the oldest, counted too. Before that, what chute check says of chute.config's
 # memory_limit: a size below the floor, a bad size, and rule sets over
 # their share (the message names the size and the limit).
 . "$(dirname "$0")/../netns.sh"
@@ -45,7 +45,7 @@ sed -i 's/"8M"/"15M"/' "$cfg/main.lua"
 "$CHUTE" check "$cfg" >/dev/null 2>&1 || fail "chute check refused 100k rules at 15 MiB: $("$CHUTE" check "$cfg" 2>&1)"
 
 # ---- 1,000 concurrent bulk flows at 15 MiB ------------------------------------
-servers_start http
+servers_start http udp
 embed_tun_up
 embed_bundle <<'LUA'
 function chute.route(flow)
@@ -112,6 +112,27 @@ lines=$(log_count "memory_limit's cap of")
 assert_le 2 "$lines" "logged once per interval, not once per flow"
 exec 7>&-
 wait "$holder" 2>/dev/null || true
+
+udp_cap=$(sed -n -E 's/.*memory_limit 15 MiB: .* [0-9]+ TCP \+ ([0-9]+) UDP flows.*/\1/p' "$CHUTE_LOG" | tail -n 1)
+check "$((udp_cap + 100)) UDP mappings: past the cap of $udp_cap the oldest close, counted"
+before=$S_flows_refused
+got=$(cli "$PY" -c '
+import socket, sys
+n, host, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+ok = 0
+for s in socks:
+    s.settimeout(2)
+    s.sendto(b"x", (host, port))
+    try:
+        ok += s.recv(10) == b"x"
+    except OSError:
+        pass
+print(ok)' $((udp_cap + 100)) "$SRV4" "$ECHO_PORT") || fail "the UDP clients failed"
+assert_eq $((udp_cap + 100)) "$got" "every datagram was echoed (a new mapping takes the oldest's place)"
+stats_read
+assert_ge $((before + 100)) "$S_flows_refused" "the mappings past the cap count in flows_refused"
+assert_log "flow: UDP flows at the memory_limit's cap of $udp_cap" "and are logged"
 
 check "after the burst, a new download works"
 got=$(cli_fetch_sha --max-time 30 "http://$SRV4/1m.bin")
