@@ -12,7 +12,7 @@ end
 -- |unit| ("seconds"): what a number means, for the hint a "5s" gets.
 local function check_type(path, v, want, unit)
   local got = math.type(v) or type(v)
-  if want == "size" and (math.type(v) == "integer" or type(v) == "string") then
+  if want == "size" and (type(v) == "number" or type(v) == "string") then
     return nil -- the check says what a size is
   end
   if want == "number" and type(v) == "number" then
