@@ -41,7 +41,12 @@ printf 'local chute = require "chute"\nchute.config { memory_limit = "8M", liste
 out=$("$CHUTE" check "$cfg" 2>&1) && fail "chute check took 100k rules at 8 MiB"
 assert_match "rule sets take [0-9.]+ MiB, over their share of memory_limit = 8 MiB \([0-9.]+ MiB\)" "$out" \
     "the rule sets' size and the limit"
-sed -i 's/"8M"/"15M"/' "$cfg/main.lua"
+check "a Lua state over its share of memory_limit is refused, naming both"
+printf 'local chute = require "chute"\nchute.config { memory_limit = "8M", listen = { socks = "127.0.0.1:10800" } }\nlocal keep = {}\nfor i = 1, 40000 do keep[i] = string.rep("x", 40) .. i end\nfunction chute.route(f) return keep[1] and "DIRECT" end\n' >"$cfg/main.lua"
+out=$("$CHUTE" check "$cfg" 2>&1) && fail "chute check took 3 MiB of Lua at 8 MiB"
+assert_match "main.lua: the bundle holds [0-9.]+ MiB of Lua after loading, over its share of memory_limit = 8.0 MiB \(0.5 MiB\)" \
+    "$out" "the Lua state's size and the limit"
+printf 'local chute = require "chute"\nchute.config { memory_limit = "15M", listen = { socks = "127.0.0.1:10800" } }\nlocal r = chute.ruleset "big.list"\nfunction chute.route(f) return "DIRECT" end\n' >"$cfg/main.lua"
 "$CHUTE" check "$cfg" >/dev/null 2>&1 || fail "chute check refused 100k rules at 15 MiB: $("$CHUTE" check "$cfg" 2>&1)"
 
 # ---- 1,000 concurrent bulk flows at 15 MiB ------------------------------------
