@@ -12,6 +12,9 @@ end
 -- |unit| ("seconds"): what a number means, for the hint a "5s" gets.
 local function check_type(path, v, want, unit)
   local got = math.type(v) or type(v)
+  if want == "size" and (type(v) == "number" or type(v) == "string") then
+    return nil -- the check says what a size is
+  end
   if want == "number" and type(v) == "number" then
     if v ~= v or v == math.huge or v == -math.huge then
       return string.format("%s: expected a finite number", path)
@@ -230,6 +233,8 @@ local schema = {
   lua_memory_mb = { type = "integer", check = function(v)
     if v < 1 or v > 65536 then return "must be 1..65536" end
   end },
+  -- what the engine stays within: "15M", "50 MiB", or bytes (README "Memory limit")
+  memory_limit = { type = "size", check = core.check_size },
 }
 
 local function sorted_keys(t)

@@ -172,6 +172,7 @@ engine_tun_start(struct engine *e, char *err, size_t errlen)
         if (e->tun == NULL)
             return -1;
     }
+    engine_budget_netstack(e); /* lwIP's heap and pools within memory_limit */
     if ((e->tcp = flow_tcp_new(&e->fenv)) == NULL ||
         netstack_init(e->loop, flow_tcp_handler(e->tcp), e->tun, tun_mtu(e->tun), err, errlen) != 0 ||
         (e->udp = flow_udp_new(&e->fenv, e->tun)) == NULL) {

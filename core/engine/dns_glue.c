@@ -57,6 +57,8 @@ resolver_opts(const struct engine *e, const struct script_config *cfg,
               struct dns_resolver_opts *ro)
 {
     engine_resolver_opts(cfg, ro);
+    if (e->budget.dns_cache != 0 && ro->cache_entries > e->budget.dns_cache)
+        ro->cache_entries = e->budget.dns_cache; /* 0 stays off */
     ro->protect = e->out.protect;
     ro->protect_arg = e->out.protect_arg;
 }
@@ -68,7 +70,7 @@ server_new(struct engine *e, const struct script_config *cfg, char *err, size_t 
     struct dns_server_opts so = {
         .mode = (enum dns_mode)d->mode,
         .fake_ttl = d->fake_ttl,
-        .fake_max = d->fake_max,
+        .fake_max = engine_budget_cap(d->fake_max, e->budget.fake_ips),
         .state_file = d->state_file,
         .exclude = (const char *const *)d->exclude,
         .nexclude = d->nexclude,

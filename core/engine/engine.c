@@ -178,8 +178,11 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
         script_free(s);
         return -1;
     }
-    if (engine_dns_load(e, e->script ? script_config(e->script) : NULL, script_config(s), err,
+    struct engine_budget was = e->budget; /* budget.c: memory_limit sized for |s| */
+    if (engine_budget_for(e->memory_limit, s, &e->budget, err, errlen) != 0 ||
+        engine_dns_load(e, e->script ? script_config(e->script) : NULL, script_config(s), err,
                         errlen) != 0) {
+        e->budget = was;
         engine_mitm_release(&mitm);
         script_free(s);
         return -1;
@@ -187,6 +190,7 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     struct flow_dcache *dc = flow_dcache_new(script_config(s)->decision_cache);
     if (dc == NULL) {
         snprintf(err, errlen, "out of memory for the decision cache");
+        e->budget = was;
         engine_mitm_release(&mitm);
         script_free(s);
         return -1;
@@ -212,7 +216,10 @@ install(struct engine *e, struct script *s, char *err, size_t errlen)
     /* Running flows take the new timeouts at their next check. */
     e->fopts = (struct flow_opts){.connect_timeout = cfg->connect_timeout,
                                   .idle_timeout = cfg->idle_timeout,
-                                  .udp_timeout = cfg->udp_timeout};
+                                  .udp_timeout = cfg->udp_timeout,
+                                  .tcp_max = e->budget.tcp_flows,
+                                  .udp_max = e->budget.udp_flows};
+    engine_budget_log(&e->budget);
     /* New handshakes check the new credentials (they live in the script). */
     e->users[0] = (struct inbound_users){cfg->socks.num_users, cfg->socks.users};
     e->users[1] = (struct inbound_users){cfg->http.num_users, cfg->http.users};
@@ -358,6 +365,13 @@ chute_engine_new(chute_engine **out, const struct chute_options *opts)
         log_threshold = (enum log_level)ce->cli_log_level;
     }
     ce->handle_signals = opts != NULL && opts->handle_signals;
+    e->memory_limit = opts != NULL ? opts->memory_limit : 0;
+    if (e->memory_limit != 0 && e->memory_limit < ENGINE_BUDGET_MIN) {
+        LOG_ERROR("chute_options: memory_limit %zu bytes: at least %zu", e->memory_limit,
+                  ENGINE_BUDGET_MIN);
+        free(ce);
+        return CHUTE_ERR_INVALID;
+    }
     e->loop = ev_loop_new(EVFLAG_AUTO);
     e->flows = flow_table_new();
     e->fenv = (struct flow_env){.loop = e->loop, .flows = e->flows, .out = &e->out,
@@ -678,7 +692,11 @@ engine_bundle_check(const char *path, int need_listener, char *err, size_t errle
     if (s == NULL)
         return CHUTE_ERR_INVALID;
     /* What run refuses once loaded, check refuses too. */
-    int rc = script_listeners_check(s, need_listener, err, errlen) != 0 ? CHUTE_ERR_INVALID : 0;
+    struct engine_budget b;
+    int rc = script_listeners_check(s, need_listener, err, errlen) != 0 ||
+                     engine_budget_for(0, s, &b, err, errlen) != 0
+                 ? CHUTE_ERR_INVALID
+                 : 0;
     if (rc == 0)
         script_warn_defaults(s);
     script_free(s);

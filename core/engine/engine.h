@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "engine/budget.h"
 #include "flow/flow.h"
 #include "inbound/inbound.h"
 #include "log/counter.h"
@@ -90,6 +91,8 @@ struct engine {
     struct flow_udp_table *udp;
     struct flow_tcp_table *tcp;  /* the TUN's TCP flows */
     struct engine_dp_stats dp;
+    size_t memory_limit;         /* chute_options.memory_limit: wins over the bundle's */
+    struct engine_budget budget; /* the current bundle's sizes (budget.c) */
     struct mitm *mitm;          /* made with the first bundle that has a MITM */
     struct engine_mitm mitm_cur;
     struct flow_opts fopts;  /* the current bundle's, rewritten by each load */

@@ -58,11 +58,17 @@ engine_host_new(struct engine *e, const struct chute_options *o)
         return CHUTE_ERR_NOMEM;
     h->out = o->packets_out;
     h->arg = o->packets_arg;
-    h->t = tun_attach_host(mtu, batch, o->queue > 0 ? o->queue : 1024, on_out, h);
+    /* memory_limit: a shorter queue (packets of the MTU each) and write queue. */
+    struct engine_budget b;
+    int sized = engine_budget_size(o->memory_limit, &b) == 0 && b.limit != 0;
+    size_t queue = o->queue > 0 ? o->queue : sized ? b.queue : 1024;
+    h->t = tun_attach_host(mtu, batch, queue, on_out, h);
     if (h->t == NULL) {
         free(h);
         return CHUTE_ERR_NOMEM;
     }
+    if (sized)
+        tun_wq_limit(h->t, b.wq);
     e->host = h;
     /* Started now, before any other thread can see the engine, so that
      * chute_engine_packets_in may send to it at any time. */

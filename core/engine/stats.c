@@ -208,7 +208,7 @@ engine_stats_log(struct engine *e)
  * engine_stats_publish() stores it for engine_stats_read() on any thread. */
 #define PUBLISHED(X)                                                                        \
     X(flows_active) X(flows_total) X(bytes_up) X(bytes_down) X(route_calls) X(route_errors) \
-    X(dcache_hits) X(reloads) X(lua_bytes) X(rule_version)
+    X(dcache_hits) X(reloads) X(lua_bytes) X(rule_version) X(flows_refused)
 
 enum {
 #define X(field) PUB_##field,
@@ -235,6 +235,7 @@ engine_stats_publish(struct engine *e)
         .reloads = e->reloads,
         .lua_bytes = s.script.lua_bytes,
         .rule_version = e->rule_version,
+        .flows_refused = s.flows.refused,
     };
 #define X(field) atomic_store_explicit(&e->_pub[PUB_##field], pub.field, memory_order_relaxed);
     PUBLISHED(X)

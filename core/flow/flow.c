@@ -11,6 +11,9 @@ struct flow_table {
     uint64_t next_id;
     struct flow_table_stats st;
     struct flow_cursor *cursors; /* open walks (flow_cursor_open) */
+    double refused_logged;       /* when flow_table_refused last logged */
+    const char *refused_what;    /* and of which flows */
+    uint64_t refused_unlogged;
 };
 
 struct flow_table *
@@ -134,6 +137,26 @@ flow_log_connect_failed(const struct flow *f, const char *why)
     char dst[300];
     flow_addr_format(&f->dst, dst, sizeof(dst));
     LOG_INFO("flow %llu: connect %s: %s", (unsigned long long)f->id, dst, why);
+}
+
+#define REFUSED_LOG_INTERVAL 10.0
+
+void
+flow_table_refused(struct flow_table *t, const char *what, size_t cap, double now)
+{
+    t->st.refused++;
+    t->refused_unlogged++;
+    if (t->refused_logged != 0 && now - t->refused_logged < REFUSED_LOG_INTERVAL &&
+        strcmp(what, t->refused_what) == 0)
+        return;
+    LOG_WARN("flow: %s flows at the memory_limit's cap of %zu: %s (%llu since the last line, "
+             "%llu in all; a larger memory_limit raises the cap)", what, cap,
+             strcmp(what, "TCP") == 0 ? "a new one gets a RST"
+                                      : "the least recently used one closes for a new one",
+             (unsigned long long)t->refused_unlogged, (unsigned long long)t->st.refused);
+    t->refused_logged = now;
+    t->refused_what = what;
+    t->refused_unlogged = 0;
 }
 
 void

@@ -87,6 +87,10 @@ struct flow_opts {
     double connect_timeout; /* seconds an upstream open may take */
     double idle_timeout;    /* TCP: seconds with no byte moved */
     double udp_timeout;     /* UDP: seconds a NAT entry lives unused */
+    /* TUN flows at most (the engine's memory_limit), 0: no cap. A new TCP
+     * flow past tcp_max gets a RST; a new UDP mapping past udp_max takes
+     * the least recently used one's place. Both count as refused. */
+    size_t tcp_max, udp_max;
 };
 
 struct outbound_env;
@@ -146,7 +150,8 @@ struct flow_env {
     X(active, flows_active)                                                                        \
     X(total, flows_total)                                                                          \
     X(bytes_up, bytes_up)     /* client -> upstream, all flows */                                  \
-    X(bytes_down, bytes_down) /* upstream -> client */
+    X(bytes_down, bytes_down) /* upstream -> client */                                  \
+    X(refused, flows_refused) /* new flows refused at flow_opts' caps */
 
 struct flow_table_stats {
 #define X(field, key) uint64_t field;
@@ -167,6 +172,10 @@ void flow_table_add(struct flow_table *t, struct flow *f, double now);
 void flow_table_remove(struct flow_table *t, struct flow *f, double now, const char *reason);
 
 void flow_table_stats(const struct flow_table *t, struct flow_table_stats *out);
+/* A new |what| ("TCP", "UDP": a static string) flow refused at a cap of
+ * |cap|: counted, and logged at most once per 10 s (and when |what|
+ * changes) with the count since the last line. */
+void flow_table_refused(struct flow_table *t, const char *what, size_t cap, double now);
 
 /* Sets |f|'s owner (after flow_table_add). */
 void flow_set_owner(struct flow *f, const struct flow_owner_ops *ops, void *arg);

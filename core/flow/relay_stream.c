@@ -32,6 +32,7 @@ struct flow_relay_stream {
      * dpre of those are |pre_down|, not counted */
     char *dbuf;
     size_t dcap, doff, dlen, dpre;
+    int dleft; /* dbuf holds only what a direct write left: freed once written */
     int deof, dshut;
     uint64_t *up_count, *down_count;
 };
@@ -264,9 +265,15 @@ pump_down_direct(struct flow_relay_stream *t, size_t room)
     *t->down_count += took;
     t->r->_last = ev_now(t->r->_loop);
     if (took < (size_t)n) {
-        if (buf_get(&t->dbuf, &t->dcap) == NULL) {
-            finish(t, "error", 1);
-            return -1;
+        /* Just the rest, freed once the client took it: a thousand
+         * connections short of room must not each keep 64 KiB. */
+        if (t->dbuf == NULL) {
+            if ((t->dbuf = malloc((size_t)n - took)) == NULL) {
+                finish(t, "error", 1);
+                return -1;
+            }
+            t->dcap = (size_t)n - took;
+            t->dleft = 1;
         }
         memcpy(t->dbuf, scratch + took, (size_t)n - took);
         t->doff = 0;
@@ -306,6 +313,12 @@ pump_down(struct flow_relay_stream *t)
             }
         }
         t->doff = t->dlen = 0;
+        if (t->dleft) {
+            free(t->dbuf);
+            t->dbuf = NULL;
+            t->dcap = 0;
+            t->dleft = 0;
+        }
         if (t->deof) {
             io_read_stop(t->s);
             if (!t->dshut) {

@@ -40,6 +40,7 @@ struct flow_tcp_table {
     const struct flow_env *env;
     struct netstack_handler h;
     struct tcp_flow all; /* sentinel */
+    size_t n;            /* flows in |all| */
 };
 
 /* Ends the flow: everything it still holds is closed (a reset when
@@ -65,6 +66,7 @@ finish(struct tcp_flow *x, const char *reason, int reset)
     flow_table_remove(e->flows, &x->flow, ev_now(e->loop), reason);
     x->prev->next = x->next;
     x->next->prev = x->prev;
+    x->t->n--;
     free(x);
 }
 
@@ -241,11 +243,17 @@ on_syn(void *ud, struct netstack_conn *nc, const struct ip_view *v)
 {
     struct flow_tcp_table *t = ud;
     const struct flow_env *e = t->env;
+    if (e->opts->tcp_max != 0 && t->n >= e->opts->tcp_max) {
+        netstack_conn_refuse(nc, 1); /* memory_limit: a RST, at once */
+        flow_table_refused(e->flows, "TCP", e->opts->tcp_max, ev_now(e->loop));
+        return;
+    }
     struct tcp_flow *x = calloc(1, sizeof(*x));
     if (x == NULL) {
         netstack_conn_refuse(nc, 0); /* the client retries */
         return;
     }
+    t->n++;
     x->t = t;
     x->nc = nc;
     netstack_conn_set_arg(nc, x);

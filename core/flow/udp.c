@@ -326,7 +326,10 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tup
           uint32_t hash)
 {
     const struct flow_env *e = t->env;
-    if (t->st.active >= t->cap) {
+    if (e->opts->udp_max != 0 && t->st.active >= e->opts->udp_max && t->st.active < t->cap) {
+        flow_table_refused(e->flows, "UDP", e->opts->udp_max, ev_now(e->loop));
+        entry_free(t->all.next, "evicted");
+    } else if (t->st.active >= t->cap) {
         if (!t->capped)
             LOG_WARN("udp: %zu mappings (the cap: half the descriptor limit); the least "
                      "recently used ones close for new ones", t->cap);

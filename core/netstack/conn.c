@@ -32,6 +32,7 @@ enum cstate { C_HELD, C_HANDSHAKE, C_OPEN };
 
 #define SYN_MAX 128 /* IPv6 header + TCP header with every option */
 #define WRITE_MAX 0xFFFF /* tcp_write takes a u16_t length */
+#define ROOM_MIN 2048    /* heap room worth a write (below: wait as at the cap) */
 
 struct netstack_conn {
     struct ip_tuple_node node; /* first: the tuple table's node is the conn */
@@ -106,7 +107,7 @@ conn_free(struct netstack_conn *c)
 static void
 note_heap(void)
 {
-    if (!netstack.mem_high && lwip_stats.mem.used > NETSTACK_MEM_HIGH) {
+    if (!netstack.mem_high && netstack_heap_used() > NETSTACK_MEM_HIGH) {
         netstack.mem_high = 1;
         netstack.st.mem_pauses++;
     }
@@ -364,7 +365,19 @@ st_write_room(struct io_stream *s)
         c->want_drain = 1; /* the sent callback brings room */
         return 0;
     }
-    return room;
+    /* No more than the heap takes below the cap: a write lwIP refuses
+     * halfway would leave the relay holding the rest in a buffer of its
+     * own, one per connection. The eighth is the segments' overhead. */
+    size_t used = netstack_heap_used(), high = NETSTACK_MEM_HIGH;
+    size_t fits = used < high ? (high - used) / 8 * 7 : 0;
+    if (fits < ROOM_MIN) { /* as good as at the cap: wait with the others */
+        netstack.mem_high = 1;
+        netstack.st.mem_pauses++;
+        c->paused_mem = 1;
+        c->want_drain = 1;
+        return 0;
+    }
+    return fits < room ? fits : room;
 }
 
 static void

@@ -166,6 +166,7 @@ netstack_init(struct ev_loop *loop, const struct netstack_handler *h, struct tun
         lwip_init();
         lwip_started = 1;
     }
+    netstack_limits_apply();
     /* tcp_input needs a netif that is up, link-up and has some IPv4 address
      * for ip4_route to let SYN-ACKs out; the address is never compared with
      * a destination. */
@@ -186,9 +187,10 @@ netstack_init(struct ev_loop *loop, const struct netstack_handler *h, struct tun
     netif_set_default(&netstack.nif);
     netif_set_up(&netstack.nif);
     netif_set_link_up(&netstack.nif);
-    netstack.st.heap_size = MEM_SIZE;
-    LOG_INFO("netstack: lwIP %s, window %d, heap %d MiB, mss follows mtu %d%s",
-             LWIP_VERSION_STRING, TCP_WND, MEM_SIZE >> 20, mtu,
+    netstack.st.heap_size = netstack_heap_cap();
+    size_t cap = netstack_heap_cap(), mib = cap % (1u << 20) == 0; /* a limit: KiB */
+    LOG_INFO("netstack: lwIP %s, window %d, heap %zu %s, mss follows mtu %d%s",
+             LWIP_VERSION_STRING, TCP_WND, mib ? cap >> 20 : cap >> 10, mib ? "MiB" : "KiB", mtu,
              tun_offload(tun) ? ", 64 KiB segments with offload" : "");
     return 0;
 }
@@ -212,7 +214,7 @@ double
 netstack_poll(void)
 {
     sys_check_timeouts();
-    if (netstack.mem_high && lwip_stats.mem.used < NETSTACK_MEM_LOW) {
+    if (netstack.mem_high && netstack_heap_used() < NETSTACK_MEM_LOW) {
         netstack.mem_high = 0;
         netstack_conn_resume_all();
     }
@@ -225,8 +227,9 @@ void
 netstack_stats(struct netstack_stats *out)
 {
     *out = netstack.st;
-    out->heap_used = lwip_stats.mem.used;
-    out->heap_max = lwip_stats.mem.max;
+    out->heap_used = netstack_heap_used();
+    size_t reserved = MEM_SIZE - netstack_heap_cap(); /* limits.c's tail block */
+    out->heap_max = lwip_stats.mem.max > reserved ? lwip_stats.mem.max - reserved : 0;
     out->heap_errors = lwip_stats.mem.err;
 }
 

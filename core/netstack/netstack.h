@@ -67,6 +67,22 @@ struct netstack_stats {
 /* NETSTACK_STATS as a table over struct netstack_stats. */
 extern const struct log_counter netstack_counters[];
 
+/* Caps below lwIP's build sizes (lwipopts.h), from the engine's
+ * memory_limit; 0 keeps a build size. Bytes of the packet heap chute may
+ * fill (past 3/4 of it connections pause, below 1/2 they go on), and
+ * elements of the pools. */
+struct netstack_limits {
+    size_t heap;
+    size_t pcbs, listeners, segs, pbufs;
+};
+#define NETSTACK_HEAP_MAX ((size_t)16 << 20)
+#define NETSTACK_PCBS_MAX 8192
+#define NETSTACK_LISTENERS_MAX 16384
+#define NETSTACK_SEGS_MAX 65535
+#define NETSTACK_PBUFS_MAX 65535
+/* Takes effect at the next netstack_init (a pool in use keeps its size). */
+void netstack_set_limits(const struct netstack_limits *l);
+
 /* Starts lwIP with a netif of |mtu| whose output goes to |tun|; new
  * connections go to |h| (kept: it must outlive the netstack). */
 int netstack_init(struct ev_loop *loop, const struct netstack_handler *h, struct tun *tun, int mtu,

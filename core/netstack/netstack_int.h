@@ -17,8 +17,8 @@
 /* The engine-wide caps that keep lwIP's shared heap from filling (a full
  * heap slows every connection and drops new SYNs): above HIGH, connections
  * stop reading upstream and hold back window updates; below LOW they go on. */
-#define NETSTACK_MEM_HIGH (MEM_SIZE / 4 * 3)
-#define NETSTACK_MEM_LOW (MEM_SIZE / 2)
+#define NETSTACK_MEM_HIGH (netstack_heap_cap() / 4 * 3)
+#define NETSTACK_MEM_LOW (netstack_heap_cap() / 2)
 /* lwIP priority of a pcb whose handshake has not completed (input.c). */
 #define NETSTACK_PRIO_HALF_OPEN (TCP_PRIO_NORMAL - 1)
 
@@ -34,6 +34,11 @@ struct netstack {
 };
 
 extern struct netstack netstack;
+
+/* limits.c: the heap's size and use under netstack_set_limits' cap. */
+size_t netstack_heap_cap(void);
+size_t netstack_heap_used(void);
+void netstack_limits_apply(void); /* after lwip_init, with nothing open */
 
 /* input.c: injects a (copied) IP packet into tcp_input. */
 void netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v);

@@ -32,10 +32,15 @@ struct outbound_connect {
     int last_err;
     const char *why;
     size_t naddrs, next, pending;
-    struct sockaddr_storage addrs[DNS_MAX_ADDRS];
-    struct attempt att[DNS_MAX_ADDRS];
     double t0;            /* debug level only: when the name went to the resolver */
     char name[FLOW_NAME_MAX + 1];
+    /* One slot for an IP, DNS_MAX_ADDRS for a name: a thousand flows
+     * connecting at once each hold this (memory_limit counts it). */
+    size_t cap;
+    struct {
+        struct sockaddr_storage addr;
+        struct attempt att;
+    } s[];
 };
 
 #define CONTAINER(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
@@ -64,10 +69,10 @@ stop_all(struct outbound_connect *c)
     ev_timer_stop(c->loop, &c->next_timer);
     ev_idle_stop(c->loop, &c->deliver);
     for (size_t i = 0; i < c->next; i++) {
-        if (c->att[i].fd >= 0) {
-            ev_io_stop(c->loop, &c->att[i].w);
-            close(c->att[i].fd);
-            c->att[i].fd = -1;
+        if (c->s[i].att.fd >= 0) {
+            ev_io_stop(c->loop, &c->s[i].att.w);
+            close(c->s[i].att.fd);
+            c->s[i].att.fd = -1;
         }
     }
     if (c->query != NULL) {
@@ -125,8 +130,8 @@ start_next(struct outbound_connect *c)
 {
     while (c->next < c->naddrs) {
         size_t i = c->next++;
-        struct attempt *a = &c->att[i];
-        const struct sockaddr_storage *ss = &c->addrs[i];
+        struct attempt *a = &c->s[i].att;
+        const struct sockaddr_storage *ss = &c->s[i].addr;
         socklen_t len = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in)
                                                  : sizeof(struct sockaddr_in6);
         if (c->env->is_self != NULL && c->env->is_self(c->env->self_arg, ss)) {
@@ -218,13 +223,15 @@ on_resolved(void *arg, const char *err, const struct sockaddr_storage *addrs, si
         finish(c, -1, EHOSTUNREACH, err);
         return;
     }
-    uint16_t port = ((const struct sockaddr_in *)&c->addrs[0])->sin_port;
+    uint16_t port = ((const struct sockaddr_in *)&c->s[0].addr)->sin_port;
+    if (n > c->cap)
+        n = c->cap;
     for (size_t i = 0; i < n; i++) {
-        c->addrs[i] = addrs[i];
+        c->s[i].addr = addrs[i];
         if (addrs[i].ss_family == AF_INET)
-            ((struct sockaddr_in *)&c->addrs[i])->sin_port = port;
+            ((struct sockaddr_in *)&c->s[i].addr)->sin_port = port;
         else
-            ((struct sockaddr_in6 *)&c->addrs[i])->sin6_port = port;
+            ((struct sockaddr_in6 *)&c->s[i].addr)->sin6_port = port;
     }
     c->naddrs = n;
     fail_or_wait(c);
@@ -234,15 +241,17 @@ struct outbound_connect *
 outbound_direct_connect(const struct outbound_env *env, const struct flow_addr *dst,
                         double timeout, outbound_connect_cb cb, void *arg)
 {
-    struct outbound_connect *c = calloc(1, sizeof(*c));
+    size_t cap = dst->kind == FLOW_ADDR_NAME ? DNS_MAX_ADDRS : 1;
+    struct outbound_connect *c = calloc(1, sizeof(*c) + cap * sizeof(c->s[0]));
     if (c == NULL)
         return NULL;
+    c->cap = cap;
     c->loop = env->loop;
     c->env = env;
     c->cb = cb;
     c->arg = arg;
-    for (size_t i = 0; i < DNS_MAX_ADDRS; i++)
-        c->att[i].fd = -1;
+    for (size_t i = 0; i < cap; i++)
+        c->s[i].att.fd = -1;
     ev_timer_init(&c->timeout, on_timeout, timeout, 0);
     ev_timer_start(c->loop, &c->timeout);
     ev_timer_init(&c->next_timer, on_next_timer, ATTEMPT_DELAY, 0);
@@ -250,7 +259,7 @@ outbound_direct_connect(const struct outbound_env *env, const struct flow_addr *
 
     if (dst->kind == FLOW_ADDR_NAME) {
         /* The port rides in addrs[0] until the addresses arrive. */
-        ((struct sockaddr_in *)&c->addrs[0])->sin_port = htons(dst->port);
+        ((struct sockaddr_in *)&c->s[0].addr)->sin_port = htons(dst->port);
         if (log_threshold >= LOG_LEVEL_DEBUG) {
             c->t0 = ev_now(c->loop);
             snprintf(c->name, sizeof(c->name), "%.*s", (int)dst->name_len, dst->name);
@@ -264,12 +273,12 @@ outbound_direct_connect(const struct outbound_env *env, const struct flow_addr *
         return c;
     }
     if (dst->kind == FLOW_ADDR_IP4) {
-        struct sockaddr_in *s = (struct sockaddr_in *)&c->addrs[0];
+        struct sockaddr_in *s = (struct sockaddr_in *)&c->s[0].addr;
         s->sin_family = AF_INET;
         s->sin_port = htons(dst->port);
         memcpy(&s->sin_addr, dst->ip, 4);
     } else {
-        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&c->addrs[0];
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&c->s[0].addr;
         s->sin6_family = AF_INET6;
         s->sin6_port = htons(dst->port);
         memcpy(&s->sin6_addr, dst->ip, 16);

@@ -470,6 +470,10 @@ ruleset_fill(struct script *s, struct ruleset *rs, const char *buf, size_t len, 
         snprintf(err, errlen, "%s: out of memory", name);
         return -1;
     }
+    if (s != NULL) /* for memory_limit's check of the rule sets' share */
+        s->rules_bytes += rules_domains_memory(rs->domains) + rules_domains_memory(rs->subs) +
+                          rules_cidrs_memory(rs->dst) + rules_cidrs_memory(rs->dst_res) +
+                          rules_cidrs_memory(rs->src);
     if (skipped > 0)
         LOG_WARN("chute.ruleset: %s: %zu invalid lines left out (the first: line %u: %s)", name,
                  skipped, le.line, le.msg);

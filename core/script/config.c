@@ -444,6 +444,7 @@ script_config_read(struct script *s, char *err, size_t errlen)
     c->budget = (uint32_t)opt_number(L, t, "budget", c->budget);
     c->decision_cache = (size_t)opt_number(L, t, "decision_cache", DEFAULT_DECISION_CACHE);
     c->lua_memory = (size_t)opt_number(L, t, "lua_memory_mb", DEFAULT_LUA_MEMORY_MB) << 20;
+    c->memory_limit = script_config_size(L, t, "memory_limit");
     read_tun(L, t, &c->tun);
     script_dns_read(s, t, err, errlen);
     if (read_mitm(s, st, t, err, errlen) != 0) {

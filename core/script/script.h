@@ -117,6 +117,7 @@ struct script_config {
     uint32_t budget;        /* Lua instructions per route() call */
     size_t lua_memory;      /* bytes */
     size_t decision_cache;  /* entries; 0 off */
+    size_t memory_limit;    /* bytes (engine/budget.c sizes it); 0 none */
     struct script_dns dns;
     struct script_mitm mitm;
     struct script_control control;
@@ -148,6 +149,12 @@ struct script *script_load(const char *dir, const char *main_src, char *err, siz
 void script_free(struct script *s);
 
 const struct script_config *script_config(const struct script *s);
+/* Bytes the bundle's rule sets (chute.ruleset, chute.rules) built. */
+size_t script_rules_memory(const struct script *s);
+/* Caps the Lua state at |cap| bytes (when below its lua_memory_mb): -1
+ * with |err| when it already holds more after loading (|limit|, the
+ * memory_limit the cap comes from, for the message). */
+int script_memory_cap(struct script *s, size_t cap, size_t limit, char *err, size_t errlen);
 void script_stats(const struct script *s, struct script_stats *out);
 
 /* A refreshed GEOIP / IP-ASN / GEOSITE file (script/geo.c): |which| is

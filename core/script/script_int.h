@@ -62,6 +62,7 @@ struct script {
     lua_State *L;
     char *dir;
     size_t mem_used, mem_limit;
+    size_t rules_bytes; /* the rule sets' C sets, as built (script_rules_memory) */
     uint32_t budget;      /* current call's limit */
     uint64_t used;        /* instructions and charged units counted in this call */
     int armed;            /* a call is under the budget */
@@ -240,6 +241,10 @@ int script_dns_read(struct script *s, int t, char *err, size_t errlen);
 void script_dns_free(struct script_dns *d);
 int script_l_check_upstream(lua_State *L);
 int script_l_check_range(lua_State *L);
+/* config_size.c: chute.config's sizes (memory_limit): core.check_size for
+ * the schema, and the bytes of key |key| of table |t| (0 when absent). */
+int script_l_check_size(lua_State *L);
+size_t script_config_size(lua_State *L, int t, const char *key);
 
 /* bind_flow.c */
 struct flow_process;

@@ -99,6 +99,7 @@ static const luaL_Reg core_funcs[] = {
     {"check_address", l_check_address},
     {"check_upstream", script_l_check_upstream},
     {"check_range", script_l_check_range},
+    {"check_size", script_l_check_size},
     {"on_request", script_l_on_request},
     {"on_response", script_l_on_response},
     {"respond", script_l_respond},
@@ -321,6 +322,29 @@ const struct script_config *
 script_config(const struct script *s)
 {
     return &s->cfg;
+}
+
+size_t
+script_rules_memory(const struct script *s)
+{
+    return s->rules_bytes;
+}
+
+int
+script_memory_cap(struct script *s, size_t cap, size_t limit, char *err, size_t errlen)
+{
+    if (cap == 0 || cap >= s->mem_limit)
+        return 0;
+    if (s->mem_used > cap) {
+        snprintf(err, errlen, "%s%smain.lua: the bundle holds %.1f MiB of Lua after loading, over "
+                 "its share of memory_limit = %.1f MiB (%.1f MiB): raise memory_limit, or keep "
+                 "less in memory", s->dir ? s->dir : "", s->dir ? "/" : "",
+                 (double)s->mem_used / (1 << 20), (double)limit / (1 << 20),
+                 (double)cap / (1 << 20));
+        return -1;
+    }
+    s->mem_limit = cap;
+    return 0;
 }
 
 void

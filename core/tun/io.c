@@ -38,6 +38,22 @@ tun_io_init(struct tun *t, int batch)
     return (t->rbuf || t->host) && t->wq ? 0 : -1;
 }
 
+int
+tun_wq_limit(struct tun *t, size_t bytes)
+{
+    size_t min = 16 * (WQ_HDR + t->bufsize);
+    if (bytes < min)
+        bytes = min;
+    if (t->wq_used != 0)
+        return -1;
+    uint8_t *q = realloc(t->wq, bytes);
+    if (q == NULL)
+        return -1;
+    t->wq = q;
+    t->wq_cap = bytes;
+    return 0;
+}
+
 void
 tun_io_fini(struct tun *t)
 {

@@ -3,11 +3,13 @@
  * engine only through chute.h, and protects chute's upstream sockets
  * itself (here: SO_MARK, which a policy rule lets past the TUN).
  *
- *   host [-m MARK] [-M MTU] TUN BUNDLE
+ *   host [-m MARK] [-M MTU] [-L LIMIT] TUN BUNDLE
  *
  * TUN is an existing device (ip tuntap add dev TUN mode tun) whose
  * addresses and routes the system set up, as the OS does for an app; no
- * offload: MTU-sized packets. SIGINT/SIGTERM stop, SIGHUP reloads BUNDLE.
+ * offload: MTU-sized packets. LIMIT is chute_options.memory_limit: bytes,
+ * or with a K, M or G suffix ("15M", as an iOS NetworkExtension allows).
+ * SIGINT/SIGTERM stop, SIGHUP reloads BUNDLE.
  * Build: cc host.c $(pkg-config --cflags --libs chute) -lpthread */
 
 #include <chute/chute.h>
@@ -107,21 +109,39 @@ open_tun(const char *name)
     return fd;
 }
 
+/* "15M", "512K", "1G" or bytes. */
+static size_t
+parse_size(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    switch (*end) {
+    case 'G': case 'g': v <<= 10; /* fall through */
+    case 'M': case 'm': v <<= 10; /* fall through */
+    case 'K': case 'k': v <<= 10; break;
+    default: break;
+    }
+    return (size_t)v;
+}
+
 int
 main(int argc, char **argv)
 {
     struct host h = {.mtu = 1500};
+    size_t limit = 0;
     int c;
-    while ((c = getopt(argc, argv, "m:M:")) != -1) {
+    while ((c = getopt(argc, argv, "m:M:L:")) != -1) {
         if (c == 'm')
             h.mark = (uint32_t)strtoul(optarg, NULL, 0);
         else if (c == 'M')
             h.mtu = atoi(optarg);
+        else if (c == 'L')
+            limit = parse_size(optarg);
         else
             optind = argc + 1;
     }
     if (optind + 2 != argc) {
-        fprintf(stderr, "usage: host [-m MARK] [-M MTU] TUN BUNDLE\n");
+        fprintf(stderr, "usage: host [-m MARK] [-M MTU] [-L LIMIT] TUN BUNDLE\n");
         return 2;
     }
     if ((h.fd = open_tun(argv[optind])) < 0)
@@ -134,6 +154,7 @@ main(int argc, char **argv)
         .batch = BATCH,
         .protect_socket = protect,
         .protect_arg = &h,
+        .memory_limit = limit,
     };
     char err[1024];
     int rc = chute_engine_new(&h.e, &o);

@@ -70,6 +70,18 @@ struct chute_options {
      * interface and fwmark for every upstream socket. */
     chute_protect_socket_fn protect_socket;
     void *protect_arg;     /* passed to protect_socket */
+
+    /* Bytes the engine should stay within (a NetworkExtension's 15 MiB):
+     * lwIP's packet heap and pools, the flow caps, DNS caches and the
+     * fake-IP pool, the Lua state's cap and packets_in's queue (when
+     * |queue| is 0) are sized from it (README: "Memory limit" has the
+     * figures). New flows past the caps are refused (TCP: a RST; UDP: the
+     * least recently used mapping closes) and counted in flows_refused; a
+     * bundle whose rule sets alone exceed their share fails to load. At
+     * least 8 MiB; 0: the bundle's chute.config { memory_limit = ... },
+     * else no limit (the build's sizes). Set here, it wins over the
+     * bundle's. lwIP's part applies when the engine starts running. */
+    size_t memory_limit;
 };
 
 struct chute_stats {
@@ -83,6 +95,7 @@ struct chute_stats {
     uint64_t reloads;       /* successful reloads */
     uint64_t lua_bytes;     /* memory held by the current script */
     uint32_t rule_version;
+    uint64_t flows_refused; /* new flows refused at memory_limit's caps */
 };
 
 /* The library's version, "MAJOR.MINOR.PATCH"; a static string. */

@@ -81,6 +81,7 @@ local chute = {}
 ---@field decision_cache? integer  entries of the per-destination decision cache, 0 off (default 4096)
 ---@field budget? integer  Lua instructions per route() call (default 100000, at least 1000)
 ---@field lua_memory_mb? integer  memory cap of the script state (default 64)
+---@field memory_limit? string|integer  what the engine stays within: "15M", "50 MiB" or bytes, at least 8 MiB; lwIP, flow caps, DNS, Lua and rule sets are sized from it (chute_options.memory_limit wins)
 
 ---@class chute.config.control
 ---@field listen? string  "IP:PORT" of the Clash-compatible API, /metrics and /ui/ (default "127.0.0.1:9090")

@@ -55,6 +55,10 @@ check_error "unknown fallback policy" config-fallback \
     "config-fallback/main.lua:3: chute.config: fallback: unknown policy \"NOPE\""
 check_error "bad log level" config-log-level \
     "config-log-level/main.lua:3: chute.config: log_level: \"verbose\" is not one of error, warn, info, debug"
+check_error "memory_limit below the floor: the key's line" config-memory-limit \
+    "config-memory-limit/main.lua:5: chute.config: memory_limit: must be at least 8 MiB (\"8M\") and at most 1 TiB"
+check_error "memory_limit not a size" config-memory-size \
+    "config-memory-size/main.lua:5: chute.config: memory_limit: expected a size: bytes, or a string such as \"15M\", \"15 MiB\", \"1.5G\""
 check_error "chute.config twice: the second call's line" config-twice \
     "config-twice/main.lua:4: chute.config: called twice"
 check_error "unknown hook names the line of its definition" hook-unknown \

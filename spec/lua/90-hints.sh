@@ -47,7 +47,7 @@ refused "a group member in the wrong case" hint-group-member \
 
 # misspelt names: the nearest known one
 refused "a config key in the wrong case" hint-key-case \
-    "hint-key-case/main.lua:4: chute.config: unknown key 'Log_Level': did you mean 'log_level'? (known: budget, control, decision_cache, dns, fallback, geo, listen, log_file, log_format, log_level, lua_memory_mb, mitm, outbound, timeouts, tun)"
+    "hint-key-case/main.lua:4: chute.config: unknown key 'Log_Level': did you mean 'log_level'? (known: budget, control, decision_cache, dns, fallback, geo, listen, log_file, log_format, log_level, lua_memory_mb, memory_limit, mitm, outbound, timeouts, tun)"
 refused "a misspelt value of a config key" hint-dns-mode \
     "hint-dns-mode/main.lua:4: chute.config: dns.mode: \"fake_ip\" is not fake-ip or real-ip: did you mean 'fake-ip'?"
 refused "a misspelt rule type" hint-rule-type \

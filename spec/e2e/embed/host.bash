@@ -42,7 +42,7 @@ LUA
 embed_host_start() {
     [ -s "$CHUTE_LOG" ] && mv "$CHUTE_LOG" "$CHUTE_LOG.prev"
     : >"$CHUTE_LOG"
-    ip netns exec "$NS_CLI" "$HOST_BIN" -m "$TUN_MARK" "$TUN_DEV" "$BUNDLE" >>"$CHUTE_LOG" 2>&1 &
+    ip netns exec "$NS_CLI" "$HOST_BIN" -m "$TUN_MARK" ${HOST_ARGS:-} "$TUN_DEV" "$BUNDLE" >>"$CHUTE_LOG" 2>&1 &
     CHUTE_PID=$!
     local i
     for i in $(seq 200); do
