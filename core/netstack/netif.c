@@ -204,6 +204,9 @@ netstack_fini(void)
     for (int i = 0; i < 65536; i++)
         if (netstack.listeners[i] != NULL)
             tcp_close(netstack.listeners[i]);
+    /* What lwIP queued (the RSTs above) leaves now, and the segments the
+     * queue references go back to lwIP before it is let go. */
+    tun_wq_flush(netstack.tun);
     netif_remove(&netstack.nif);
     free(netstack.listeners);
     ip_tuple_table_free(netstack.tuples);
