@@ -345,6 +345,22 @@ rules_geoip_codes(struct rules_geoip *g, int family, const uint8_t *addr,
     return s->n;
 }
 
+void
+rules_geoip_prefetch(const struct rules_geoip *g, int family, const uint8_t *addr)
+{
+    if (family == AF_INET6 && memcmp(addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+        family = AF_INET;
+        addr += 12;
+    }
+    if (family != AF_INET && (family != AF_INET6 || !g->v6))
+        return;
+    if (g->ix != NULL)
+        geoip_index_prefetch(g->ix, family == AF_INET6, addr);
+    else if (family == AF_INET)
+        __builtin_prefetch(&g->top4[((uint32_t)addr[0] << 24 | (uint32_t)addr[1] << 16 |
+                                     (uint32_t)addr[2] << 8) >> (32 - g->top4_bits)]);
+}
+
 int
 rules_geoip_asn(struct rules_geoip *g, int family, const uint8_t *addr, uint32_t *asn)
 {

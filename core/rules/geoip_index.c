@@ -171,10 +171,18 @@ flatten(struct pass *p, uint32_t start)
             continue;
         }
         p->seen[r >> 3] |= (uint8_t)(1u << (r & 7));
-        st[sp].r = geoip_record_at(t, r, 1);
+        /* Both children's nodes start loading now: the right one is read
+         * after the whole left subtree, the left one at once (a file's
+         * nodes are not in this order: each read is a cache miss). */
+        uint32_t right = geoip_record_at(t, r, 1), left = geoip_record_at(t, r, 0);
+        if (right < t->nodes)
+            __builtin_prefetch(t->tree + (size_t)right * t->bits / 4);
+        if (left < t->nodes)
+            __builtin_prefetch(t->tree + (size_t)left * t->bits / 4);
+        st[sp].r = right;
         st[sp].depth = d + 1;
         st[sp++].prefix = prefix | (uint64_t)1 << (p->width - d - 1);
-        st[sp].r = geoip_record_at(t, r, 0);
+        st[sp].r = left;
         st[sp].depth = d + 1;
         st[sp++].prefix = prefix;
     }
@@ -462,6 +470,15 @@ geoip_index_find(const struct geoip_index *ix, const struct geoip_tree *t, int v
     /* still in the tree: deeper than the address, a corrupt file */
     *off = r >= t->nodes ? geoip_leaf(t, r) : 0;
     return GEOIP_NO_ID;
+}
+
+void
+geoip_index_prefetch(const struct geoip_index *ix, int v6, const uint8_t *addr)
+{
+    if (!v6)
+        __builtin_prefetch(&ix->l4[(uint32_t)addr[0] << 8 | addr[1]]);
+    else
+        __builtin_prefetch(&ix->at6[(uint32_t)addr[0] << 8 | addr[1]]);
 }
 
 uint32_t

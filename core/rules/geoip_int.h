@@ -67,6 +67,8 @@ size_t geoip_index_bytes(const struct geoip_index *ix);
 #define GEOIP_NO_ID UINT32_MAX
 uint32_t geoip_index_find(const struct geoip_index *ix, const struct geoip_tree *t, int v6,
                           const uint8_t *addr, uint32_t *off);
+/* Starts loading what geoip_index_find reads first for |addr|. */
+void geoip_index_prefetch(const struct geoip_index *ix, int v6, const uint8_t *addr);
 uint32_t geoip_index_value(const struct geoip_index *ix, uint32_t id);
 size_t geoip_index_ids(const struct geoip_index *ix);
 

@@ -544,6 +544,18 @@ script_geo_asn(struct script *s, struct flow *f, uint32_t asn, int src, int no_r
     return flow_matches(s, f, &w, src, no_resolve);
 }
 
+void
+script_geo_prefetch(struct script *s, const struct flow *f)
+{
+    struct script_geo *g = s->geo;
+    if (g == NULL || (f->dst.kind != FLOW_ADDR_IP4 && f->dst.kind != FLOW_ADDR_IP6))
+        return;
+    int family = f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6;
+    for (int i = 0; i < 2; i++)
+        if (g->db[i] != NULL)
+            rules_geoip_prefetch(g->db[i], family, f->dst.ip);
+}
+
 int
 script_geo_update(struct script *s, const char *which, const char *path, char *err,
                   size_t errlen)

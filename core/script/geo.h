@@ -51,6 +51,11 @@ int script_geo_country(struct script *s, struct flow *f, const char *code, int s
                        int no_resolve);
 int script_geo_asn(struct script *s, struct flow *f, uint32_t asn, int src, int no_resolve);
 
+/* Before route(): starts loading what a GEOIP or IP-ASN lookup of |f|'s
+ * destination address reads first (nothing for a named flow, or without
+ * a database), so that its cache miss overlaps the call's set-up. */
+void script_geo_prefetch(struct script *s, const struct flow *f);
+
 /* The seam for remote, auto-updated files (script.h: script_geo_update
  * is the door from outside core/script): opens |path| as |file| (a
  * country or ASN mmdb, or a geosite.dat whose sites are all compiled
