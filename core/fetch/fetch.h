@@ -95,7 +95,7 @@ double fetch_cache_meta(const char *path, char *etag, size_t etaglen, char *lm, 
 void fetch_cache_touch(const char *path);
 
 /* sched.c: the items of the loaded bundle. */
-enum fetch_kind { FETCH_RULESET = 0, FETCH_PROVIDER };
+enum fetch_kind { FETCH_RULESET = 0, FETCH_PROVIDER, FETCH_GEO /* a GEOIP/GEOSITE file */ };
 
 struct fetch_item_cfg {
     enum fetch_kind kind;
@@ -105,7 +105,8 @@ struct fetch_item_cfg {
     double interval;       /* seconds */
     size_t max_bytes;
     char path[4096];       /* the cache file (absolute) */
-    int format;            /* the ruleset's format (rules_format), for validate */
+    int format;            /* the ruleset's format (rules_format), or the geo file's
+                            * kind (script/geo.h), for validate */
     int skip_invalid, strict;
     char where[96];        /* "main.lua:12": where the bundle declared it */
 };

@@ -10,6 +10,7 @@
 #include "outbound/proxy.h"
 #include "rules/list.h"
 #include "rules/re.h"
+#include "script/geo.h"
 #include "script/script_int.h"
 
 /* chute.provider "name" { url = ... } and chute.ruleset { url = ... }:
@@ -496,7 +497,9 @@ script_remotes_finish(struct script *s, char *err, size_t errlen)
         if (script_policy_lookup(s, s->remotes[i].via) < 0) {
             snprintf(err, errlen, "%s: %s %s: via '%s' is not a policy of the bundle (DIRECT, "
                      "a proxy or a group)", s->remotes[i].where,
-                     s->remotes[i].kind == FETCH_RULESET ? "ruleset" : "provider",
+                     s->remotes[i].kind == FETCH_RULESET ? "ruleset"
+                     : s->remotes[i].kind == FETCH_GEO   ? "chute.config"
+                                                         : "provider",
                      s->remotes[i].name, s->remotes[i].via);
             return -1;
         }
@@ -535,6 +538,8 @@ int
 script_remote_validate(const struct fetch_item_cfg *c, const char *buf, size_t len, char *note,
                        size_t notelen)
 {
+    if (c->kind == FETCH_GEO)
+        return script_geo_validate(c, buf, len, note, notelen);
     if (c->kind == FETCH_RULESET) {
         size_t count = 0;
         char err[300];

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fetch/fetch.h"
 #include "log/log.h"
 #include "rules/geoip.h"
 #include "rules/geosite.h"
@@ -55,6 +56,7 @@ struct memo_entry {
 struct script_geo {
     char *path[SCRIPT_GEO_FILES];   /* resolved; NULL until finish */
     int given[SCRIPT_GEO_FILES];    /* named in chute.config */
+    int remote[SCRIPT_GEO_FILES];   /* geo.<file> = { url = ... } */
     struct rules_geoip *db[2];      /* MMDB, ASN */
     unsigned need[SCRIPT_GEO_FILES];
     char need_where[SCRIPT_GEO_FILES][96];
@@ -296,12 +298,21 @@ choose_path(struct script *s, int file, int *given)
     *given = 0;
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->state_ref);
     lua_getfield(L, -1, "config");
-    if (lua_istable(L, -1) && lua_getfield(L, -1, "geo") == LUA_TTABLE &&
-        lua_getfield(L, -1, keys[file]) == LUA_TSTRING) {
+    int type = lua_istable(L, -1) && lua_getfield(L, -1, "geo") == LUA_TTABLE
+                   ? lua_getfield(L, -1, keys[file])
+                   : LUA_TNIL;
+    if (type == LUA_TSTRING) {
         p = bundle_path(s, lua_tostring(L, -1));
         *given = 1;
     }
     lua_settop(L, top);
+    struct fetch_item_cfg c;
+    char err[300];
+    if (type == LUA_TTABLE) { /* remote: its cache (an error is open_file's to report) */
+        *given = 1;
+        if (script_geo_remote_cfg(s, file, &c, err, sizeof(err)) == 1)
+            p = strdup(c.path);
+    }
     return p;
 }
 
@@ -335,6 +346,20 @@ script_geo_available(struct script *s, enum script_geo_file file)
 static int
 open_file(struct script *s, struct script_geo *g, int file, char *err, size_t errlen)
 {
+    struct fetch_item_cfg rc;
+    int remote = script_geo_remote_cfg(s, file, &rc, err, errlen);
+    if (remote < 0 || (remote && script_geo_remote_add(s, &rc, err, errlen) != 0))
+        return -1;
+    g->remote[file] = remote;
+    if (remote && access(rc.path, F_OK) != 0) {
+        LOG_WARN("%s: geo.%s: no cache yet (%s): %s until the first fetch", rc.where, keys[file],
+                 rc.path, file == SCRIPT_GEO_SITE ? "GEOSITE rules match nothing"
+                          : file == SCRIPT_GEO_ASN ? "IP-ASN rules match nothing"
+                                                   : "GEOIP rules match nothing (but GEOIP,LAN)");
+        g->given[file] = 1;
+        g->path[file] = strdup(rc.path);
+        return g->path[file] != NULL ? 0 : (snprintf(err, errlen, "geo: out of memory"), -1);
+    }
     g->path[file] = choose_path(s, file, &g->given[file]);
     if (!g->given[file]) {
         if (g->need[file] == 0)
@@ -366,6 +391,11 @@ open_file(struct script *s, struct script_geo *g, int file, char *err, size_t er
                       (unsigned long long)rules_geoip_built(g->db[file]));
             return 0;
         }
+    }
+    if (remote) { /* kept out, as a remote rule set's bad cache is */
+        LOG_WARN("%s: geo.%s: cache unusable: %s; its rules match nothing until the next fetch",
+                 rc.where, keys[file], why);
+        return 0;
     }
     if (g->need[file] > 0 && !g->given[file]) {
         snprintf(err, errlen, "%s (the first: %s): %s (geo.%s in chute.config names the file)",
@@ -433,8 +463,11 @@ script_geo_site(struct script *s, struct mem_slice name, const char *where, char
         }
         if (g->path[SCRIPT_GEO_SITE] == NULL)
             g->path[SCRIPT_GEO_SITE] = default_path(s, SCRIPT_GEO_SITE);
+        /* A remote file with no usable cache yet: empty until its fetch. */
+        int later = g->remote[SCRIPT_GEO_SITE] && g->path[SCRIPT_GEO_SITE] != NULL &&
+                    access(g->path[SCRIPT_GEO_SITE], F_OK) != 0;
         if (g->path[SCRIPT_GEO_SITE] == NULL ||
-            fill_sites(&site, 1, g->path[SCRIPT_GEO_SITE], err, errlen) != 0) {
+            (!later && fill_sites(&site, 1, g->path[SCRIPT_GEO_SITE], err, errlen) != 0)) {
             site_free(site);
             return NULL;
         }
@@ -583,7 +616,10 @@ script_geo_replace(struct script *s, enum script_geo_file file, const char *path
             return -1;
         }
     } else {
-        struct rules_geoip *db = rules_geoip_open(p, err, errlen);
+        /* One opened off the loop by the fetch's check, if it has one. */
+        struct rules_geoip *db = script_geo_prepared_take(p);
+        if (db == NULL)
+            db = rules_geoip_open(p, err, errlen);
         if (db == NULL) {
             free(p);
             return -1;
