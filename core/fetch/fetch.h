@@ -109,6 +109,7 @@ struct fetch_item_cfg {
                             * kind (script/geo.h), for validate */
     int skip_invalid, strict;
     char where[96];        /* "main.lua:12": where the bundle declared it */
+    size_t count;          /* at load: the rule set's rules, the provider's proxies */
 };
 
 enum fetch_outcome { FETCH_FETCHED = 0, FETCH_NOT_MODIFIED, FETCH_FAILED };
@@ -137,6 +138,10 @@ struct fetch_set *fetch_set_new(const struct outbound_env *env, const struct fet
  * items are due when their cache is |interval| old (now, if none). 0, or
  * -1 when out of memory (the set is left as it was). */
 int fetch_set_sync(struct fetch_set *fs, const struct fetch_item_cfg *items, size_t n);
+/* Fetches the item of |kind| called |name| now (the control API's PUT
+ * /providers/...: its timer restarts after). 0, 1 when a fetch of it is
+ * already under way, -1 when there is no such item. */
+int fetch_set_refresh(struct fetch_set *fs, enum fetch_kind kind, const char *name);
 /* Fetches every item now, once, and stops there (chute update). */
 void fetch_set_update_all(struct fetch_set *fs);
 /* Items fetching or being checked now (0: all done). */

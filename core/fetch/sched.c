@@ -352,6 +352,22 @@ fetch_set_update_all(struct fetch_set *fs)
     }
 }
 
+int
+fetch_set_refresh(struct fetch_set *fs, enum fetch_kind kind, const char *name)
+{
+    for (size_t i = 0; i < fs->n; i++) {
+        struct item *it = fs->items[i];
+        if (it->cfg.kind != kind || strcmp(it->cfg.name, name) != 0)
+            continue;
+        if (it->get != NULL || it->checking)
+            return 1;
+        ev_timer_stop(fs->env->loop, &it->due);
+        start(it);
+        return 0;
+    }
+    return -1;
+}
+
 size_t
 fetch_set_busy(const struct fetch_set *fs)
 {

@@ -190,6 +190,7 @@ script_l_ruleset_remote(lua_State *L)
     int rc = script_ruleset_push_text(L, c.name, buf, len, c.format, c.skip_invalid, c.strict,
                                       err, sizeof(err));
     free(buf);
+    s->remotes[s->nremotes - 1].count = (size_t)luaL_len(L, -1);
     if (rc != 0)
         LOG_WARN("%s: ruleset %s: its cache does not parse (%s): empty until the next fetch",
                  c.where, c.name, err);
@@ -411,7 +412,19 @@ script_l_provider(lua_State *L)
         lua_settop(L, at);
     }
     p->n = s->nproxies - p->first;
+    for (size_t i = 0; i < s->nremotes; i++)
+        if (s->remotes[i].kind == FETCH_PROVIDER && strcmp(s->remotes[i].name, name) == 0)
+            s->remotes[i].count = p->n;
     return 0;
+}
+
+const char *
+script_provider_proxy(const struct script *s, const char *provider, size_t k)
+{
+    for (size_t i = 0; i < s->nproviders; i++)
+        if (strcmp(s->providers[i].name, provider) == 0)
+            return k < s->providers[i].n ? s->proxies[s->providers[i].first + k].name : NULL;
+    return NULL;
 }
 
 /* The bundle declares |name| (a proxy or a group) after a provider gave
