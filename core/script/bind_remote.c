@@ -8,6 +8,7 @@
 #include "fetch/sub.h"
 #include "log/log.h"
 #include "outbound/proxy.h"
+#include "outbound/set.h"
 #include "rules/list.h"
 #include "rules/re.h"
 #include "script/geo.h"
@@ -423,7 +424,14 @@ script_provider_proxy(const struct script *s, const char *provider, size_t k)
 {
     for (size_t i = 0; i < s->nproviders; i++)
         if (strcmp(s->providers[i].name, provider) == 0)
-            return k < s->providers[i].n ? s->proxies[s->providers[i].first + k].name : NULL;
+        {
+            if (k >= s->providers[i].n)
+                return NULL;
+            size_t at = s->providers[i].first + k;
+            /* After the load the set owns the proxies, in declaration order. */
+            return s->set != NULL ? outbound_set_name(s->set, FLOW_POLICY__BUILTIN + (int)at)
+                                  : s->proxies[at].name;
+        }
     return NULL;
 }
 
