@@ -108,7 +108,7 @@ script_geo_prefetch(struct script *s, const struct flow *f)
     if (g == NULL || (f->dst.kind != FLOW_ADDR_IP4 && f->dst.kind != FLOW_ADDR_IP6))
         return;
     int family = f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6;
-    for (int i = 0; i < 2; i++)
-        if (g->db[i] != NULL)
+    for (int i = 0; i < 2; i++) /* only for a bundle whose rules look there */
+        if (g->db[i] != NULL && g->need[i] > 0)
             rules_geoip_prefetch(g->db[i], family, f->dst.ip);
 }
