@@ -79,6 +79,12 @@ local function host_list(t)
 end
 
 local function nonempty(v) if v == "" then return "expected a path" end end
+-- geo.mmdb = { url = ... }: the keys of a remote GEO file (ranges checked in C).
+local geo_remote = {
+  url = { type = "string" }, interval = { type = "number", unit = "seconds" },
+  via = { type = "string" }, path = { type = "string", check = nonempty },
+  max_size = { type = "integer" },
+}
 
 -- listen.reverse: { "127.0.0.1:8443 -> https://origin.example[:443]", ... }
 local function reverse_list(t)
@@ -219,10 +225,11 @@ local schema = {
     end },
   } },
   -- GEOIP / IP-ASN / GEOSITE files (core/script/geo.c); keys as mihomo's geox-url
+  -- (each a file's path, or { url = ... }: fetched and kept fresh, geo_remote.c)
   geo = { fields = {
-    mmdb = { type = "string", check = nonempty },
-    asn = { type = "string", check = nonempty },
-    geosite = { type = "string", check = nonempty },
+    mmdb = { or_string = nonempty, fields = geo_remote },
+    asn = { or_string = nonempty, fields = geo_remote },
+    geosite = { or_string = nonempty, fields = geo_remote },
   } },
   budget = { type = "integer", check = function(v)
     if v < 1000 or v > 1000000000 then return "must be 1000..1000000000 instructions" end
@@ -258,7 +265,10 @@ local function validate(path, fields, t)
         table.concat(known, ", ")), name
     end
     local e, at
-    if spec.fields then
+    if spec.or_string and type(v) == "string" then
+      local ce = spec.or_string(v)
+      if ce then e = name .. ": " .. ce end
+    elseif spec.fields then
       e, at = validate(name, spec.fields, v)
     else
       e = check_type(name, v, spec.type, spec.unit)

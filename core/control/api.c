@@ -21,8 +21,8 @@ cur_set(struct control *c)
     return c->env.set != NULL ? c->env.set(c->env.ud) : NULL;
 }
 
-static json_t *
-proxy_json(struct outbound_set *s, int policy)
+void *
+control_proxy_json(struct outbound_set *s, int policy)
 {
     struct outbound_set_entry e;
     if (outbound_set_entry(s, policy, &e) != 0)
@@ -66,7 +66,7 @@ get_proxies(struct control_client *cl)
     json_t *m = json_object();
     size_t n = s != NULL ? outbound_set_count(s) : 0;
     for (size_t i = 0; i < n; i++) {
-        json_t *p = proxy_json(s, (int)i);
+        json_t *p = control_proxy_json(s, (int)i);
         if (p != NULL)
             json_object_set_new(m, outbound_set_name(s, (int)i), p);
     }
@@ -84,7 +84,7 @@ get_proxy(struct control_client *cl, const char *name)
         control_reply_json(cl, 200, global_json(s));
         return;
     }
-    json_t *p = id >= 0 ? proxy_json(s, id) : NULL;
+    json_t *p = id >= 0 ? control_proxy_json(s, id) : NULL;
     if (p == NULL) {
         control_reply_error(cl, 404, "resource not found");
         return;
@@ -420,9 +420,8 @@ control_api(struct control_client *cl, const struct http_request *req,
         start_stream(cl, req, TOPIC_LOGS, t);
     } else if (n == 1 && get && strcmp(s0, "rules") == 0) {
         get_rules(cl);
-    } else if (n == 2 && get && strcmp(s0, "providers") == 0 &&
-               (strcmp(t->segs[1], "proxies") == 0 || strcmp(t->segs[1], "rules") == 0)) {
-        control_reply_json(cl, 200, json_pack("{s:{}}", "providers"));
+    } else if (strcmp(s0, "providers") == 0) {
+        return control_providers(cl, req, t);
     } else if (n == 2 && get && strcmp(s0, "dns") == 0 && strcmp(t->segs[1], "query") == 0) {
         control_dns(cl, t->query);
     } else if (n == 1 && get && strcmp(s0, "metrics") == 0) {

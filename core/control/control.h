@@ -36,6 +36,16 @@ struct control_opts {
     char cors[256];    /* Access-Control-Allow-Origin; "" the dashboard's own origin */
 };
 
+/* GET /providers/proxies and /providers/rules: one of the bundle's remote
+ * proxy providers or rule sets, as the engine sees it now. */
+struct control_provider {
+    char name[128];       /* the provider's name; a rule set's path or URL */
+    int rules;            /* a rule set (else a provider of proxies) */
+    char behavior[16];    /* a rule set's: "classical", "domain", "ipcidr" */
+    double age;           /* seconds since its cache was written; -1: none yet */
+    size_t count;         /* rules, or proxies, loaded */
+};
+
 /* A DNS response message for GET /dns/query, or NULL with |err| (the
  * resolver's error text). Valid during the call. */
 typedef void (*control_dns_cb)(void *arg, const uint8_t *resp, size_t len, const char *err);
@@ -70,6 +80,14 @@ struct control_env {
      * NULL functions: the endpoint answers 500, as Clash without DNS. */
     void *(*dns_query)(void *ud, const uint8_t *q, size_t len, control_dns_cb cb, void *arg);
     void (*dns_cancel)(void *ud, void *query);
+    /* /providers/...: the bundle's remotes, up to |max| into |out|;
+     * returns how many there are. provider_proxy gives the |k|-th proxy
+     * name of provider |name| (NULL past the last). provider_refresh
+     * fetches one now: 0 (or already fetching), -1 when there is none
+     * such. NULL functions: no providers. */
+    size_t (*providers)(void *ud, struct control_provider *out, size_t max);
+    const char *(*provider_proxy)(void *ud, const char *name, size_t k);
+    int (*provider_refresh)(void *ud, int rules, const char *name);
     void *ud;
 };
 

@@ -105,6 +105,14 @@ void control_reply(struct control_client *cl, int status, const char *ctype, con
                    size_t len);
 void control_reply_json(struct control_client *cl, int status, void *json /* json_t*, stolen */);
 void control_reply_error(struct control_client *cl, int status, const char *message);
+
+/* api.c: Clash's JSON of policy |policy| in |s| (NULL if none such). */
+struct outbound_set;
+void *control_proxy_json(struct outbound_set *s, int policy); /* json_t* */
+/* providers.c: the /providers/... routes; 0 when |t| is none of them. */
+struct control_target;
+int control_providers(struct control_client *cl, const struct http_request *req,
+                      const struct control_target *t);
 /* An answer that came after the request returned (a delay test, a DNS
  * query): sent, then the requests that waited behind it are read. */
 void control_reply_late(struct control_client *cl, int status, void *json /* stolen */);

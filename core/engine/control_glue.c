@@ -5,7 +5,9 @@
 #include "control/control.h"
 #include "dns/dns.h"
 #include "engine/engine.h"
+#include "fetch/fetch.h"
 #include "log/log.h"
+#include "rules/list.h"
 #include "script/script.h"
 
 /* What the control API is given of the engine (struct control_env): the
@@ -96,6 +98,52 @@ opts_of(const struct script_control *sc)
     return o;
 }
 
+/* /providers/...: the bundle's remote providers and rule sets. */
+static size_t
+env_providers(void *ud, struct control_provider *out, size_t max)
+{
+    struct engine *e = ud;
+    size_t n = 0, k = 0;
+    const struct fetch_item_cfg *items = e->script ? script_remotes(e->script, &n) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const struct fetch_item_cfg *c = &items[i];
+        if (c->kind == FETCH_GEO || k++ >= max) /* the GEO files are no providers */
+            continue;
+        struct control_provider *p = &out[k - 1];
+        memset(p, 0, sizeof(*p));
+        snprintf(p->name, sizeof(p->name), "%s", c->name);
+        p->rules = c->kind == FETCH_RULESET;
+        snprintf(p->behavior, sizeof(p->behavior), "%s",
+                 c->format == RULES_FORMAT_CLASH_DOMAIN || c->format == RULES_FORMAT_DOMAIN_SET
+                     ? "domain"
+                 : c->format == RULES_FORMAT_CLASH_IPCIDR ? "ipcidr"
+                                                          : "classical");
+        char etag[8], lm[8];
+        p->age = fetch_cache_meta(c->path, etag, sizeof(etag), lm, sizeof(lm));
+        p->count = c->count;
+    }
+    return k;
+}
+
+static const char *
+env_provider_proxy(void *ud, const char *name, size_t k)
+{
+    struct engine *e = ud;
+    return e->script ? script_provider_proxy(e->script, name, k) : NULL;
+}
+
+static int
+env_provider_refresh(void *ud, int rules, const char *name)
+{
+    struct engine *e = ud;
+    if (e->fetch == NULL)
+        return -1;
+    int rc = fetch_set_refresh(e->fetch, rules ? FETCH_RULESET : FETCH_PROVIDER, name);
+    if (rc == 0)
+        LOG_INFO("control: %s %s: fetching now", rules ? "ruleset" : "provider", name);
+    return rc < 0 ? -1 : 0;
+}
+
 int
 engine_control_start(struct engine *e, char *err, size_t errlen)
 {
@@ -108,7 +156,8 @@ engine_control_start(struct engine *e, char *err, size_t errlen)
         .counters = env_counters, .reload = env_reload, .mode = env_mode,
         .set_mode = env_set_mode, .fallback = env_fallback, .ports = env_ports,
         .dns_query = env_dns_query,
-        .dns_cancel = env_dns_cancel, .ud = e,
+        .dns_cancel = env_dns_cancel, .providers = env_providers,
+        .provider_proxy = env_provider_proxy, .provider_refresh = env_provider_refresh, .ud = e,
     };
     e->control = control_new(&env, &o, err, errlen);
     return e->control != NULL ? 0 : -1;

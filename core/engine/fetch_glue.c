@@ -4,6 +4,7 @@
 
 #include "engine/engine.h"
 #include "fetch/fetch.h"
+#include "flow/dcache.h"
 #include "log/log.h"
 #include "script/script.h"
 #include "tls/tls.h"
@@ -22,10 +23,34 @@ validate(void *ud, const struct fetch_item_cfg *c, const char *buf, size_t len, 
     return script_remote_validate(c, buf, len, note, notelen);
 }
 
+/* A GEO file (chute.config's geo = { mmdb = { url = ... } }) is swapped
+ * into the running script alone: no reload. */
+static void
+geo_updated(struct engine *e, const struct fetch_item_cfg *c)
+{
+    static const char *const which[] = {"mmdb", "asn", "geosite"};
+    char err[512];
+    if (e->script == NULL || c->format < 0 || c->format > 2)
+        return;
+    if (script_geo_update(e->script, which[c->format], c->path, err, sizeof(err)) != 0) {
+        LOG_WARN("%s updated, but it could not be swapped in: %s; the old one stays", c->name,
+                 err);
+        return;
+    }
+    if (e->dcache != NULL)
+        flow_dcache_clear(e->dcache); /* its decisions came from the old file */
+    e->rule_version++;
+    LOG_INFO("%s updated: swapped in (rule version %u)", c->name, e->rule_version);
+}
+
 static void
 updated(void *ud, const struct fetch_item_cfg *c)
 {
     struct engine *e = ud;
+    if (c->kind == FETCH_GEO) {
+        geo_updated(e, c);
+        return;
+    }
     LOG_INFO("%s %s updated: reloading the bundle", c->kind == FETCH_RULESET ? "ruleset" :
              "provider", c->name);
     engine_reload(e);

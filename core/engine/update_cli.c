@@ -44,7 +44,7 @@ static void
 report(void *ud, const struct fetch_item_cfg *c, enum fetch_outcome o, const char *why)
 {
     struct update *u = ud;
-    const char *kind = c->kind == FETCH_RULESET ? "ruleset" : "provider";
+    const char *kind = c->kind == FETCH_RULESET ? "ruleset" : c->kind == FETCH_GEO ? "geo" : "provider";
     if (o == FETCH_FETCHED)
         printf("fetched\t%s %s\t%s\t%s\n", kind, c->name, why ? why : "", c->path);
     else if (o == FETCH_NOT_MODIFIED)

@@ -95,7 +95,7 @@ double fetch_cache_meta(const char *path, char *etag, size_t etaglen, char *lm, 
 void fetch_cache_touch(const char *path);
 
 /* sched.c: the items of the loaded bundle. */
-enum fetch_kind { FETCH_RULESET = 0, FETCH_PROVIDER };
+enum fetch_kind { FETCH_RULESET = 0, FETCH_PROVIDER, FETCH_GEO /* a GEOIP/GEOSITE file */ };
 
 struct fetch_item_cfg {
     enum fetch_kind kind;
@@ -105,9 +105,11 @@ struct fetch_item_cfg {
     double interval;       /* seconds */
     size_t max_bytes;
     char path[4096];       /* the cache file (absolute) */
-    int format;            /* the ruleset's format (rules_format), for validate */
+    int format;            /* the ruleset's format (rules_format), or the geo file's
+                            * kind (script/geo.h), for validate */
     int skip_invalid, strict;
     char where[96];        /* "main.lua:12": where the bundle declared it */
+    size_t count;          /* at load: the rule set's rules, the provider's proxies */
 };
 
 enum fetch_outcome { FETCH_FETCHED = 0, FETCH_NOT_MODIFIED, FETCH_FAILED };
@@ -136,6 +138,10 @@ struct fetch_set *fetch_set_new(const struct outbound_env *env, const struct fet
  * items are due when their cache is |interval| old (now, if none). 0, or
  * -1 when out of memory (the set is left as it was). */
 int fetch_set_sync(struct fetch_set *fs, const struct fetch_item_cfg *items, size_t n);
+/* Fetches the item of |kind| called |name| now (the control API's PUT
+ * /providers/...: its timer restarts after). 0, 1 when a fetch of it is
+ * already under way, -1 when there is no such item. */
+int fetch_set_refresh(struct fetch_set *fs, enum fetch_kind kind, const char *name);
 /* Fetches every item now, once, and stops there (chute update). */
 void fetch_set_update_all(struct fetch_set *fs);
 /* Items fetching or being checked now (0: all done). */

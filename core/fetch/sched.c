@@ -55,7 +55,7 @@ struct fetch_set {
 static const char *
 what(const struct fetch_item_cfg *c)
 {
-    return c->kind == FETCH_RULESET ? "ruleset" : "provider";
+    return c->kind == FETCH_RULESET ? "ruleset" : c->kind == FETCH_GEO ? "geo file" : "provider";
 }
 
 static void
@@ -104,7 +104,9 @@ failed(struct item *it, const char *why)
     it->failures++;
     double retry = backoff(it);
     LOG_WARN("%s %s: fetching %s failed: %s; keeping the %s it has; retry in %.0f s", what(&it->cfg),
-             it->cfg.name, shown, why, it->cfg.kind == FETCH_RULESET ? "list" : "proxies", retry);
+             it->cfg.name, shown, why,
+             it->cfg.kind == FETCH_RULESET ? "list" : it->cfg.kind == FETCH_GEO ? "file" : "proxies",
+             retry);
     report(it->fs, &it->cfg, it->report, FETCH_FAILED, why);
     it->report = 0;
     arm(it, retry);
@@ -348,6 +350,22 @@ fetch_set_update_all(struct fetch_set *fs)
         it->report = 1;
         start(it);
     }
+}
+
+int
+fetch_set_refresh(struct fetch_set *fs, enum fetch_kind kind, const char *name)
+{
+    for (size_t i = 0; i < fs->n; i++) {
+        struct item *it = fs->items[i];
+        if (it->cfg.kind != kind || strcmp(it->cfg.name, name) != 0)
+            continue;
+        if (it->get != NULL || it->checking)
+            return 1;
+        ev_timer_stop(fs->env->loop, &it->due);
+        start(it);
+        return 0;
+    }
+    return -1;
 }
 
 size_t

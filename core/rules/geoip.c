@@ -2,10 +2,13 @@
  * walked here, on the file libmaxminddb mapped (MaxMind DB format 2.0: a
  * node is two records of 24, 28 or 32 bits, a record below node_count is
  * the next node, node_count itself "no data", anything above it data at
- * record - node_count - 16 in the data section). MMDB_lookup_sockaddr
- * costs ~3x this loop (a generic record getter per bit, the result built),
- * and a GEOIP rule runs once per new flow. Each data record's codes are
- * decoded once (MMDB_aget_value walks a map by key names every call). */
+ * record - node_count - 16 in the data section). A lookup goes through the
+ * tree flattened into intervals at open (geoip_index.c), or, for a file
+ * whose index would be too big, walks it from a start table: both ~3x
+ * faster than MMDB_lookup_sockaddr (a generic record getter per bit, the
+ * result built), and a GEOIP rule runs once per new flow. Each data
+ * record's codes are decoded once (MMDB_aget_value walks a map by key
+ * names every call). */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,64 +21,52 @@
 #include <unistd.h>
 
 #include "rules/geoip.h"
+#include "rules/geoip_int.h"
 
 #define SLOTS 8192   /* records remembered, by data offset (linear probing) */
 #define PROBES 8     /* slots tried before one is reused: a City file has more
                       * records than SLOTS; a country file ~250 to a few thousand */
 #define CODES 1024   /* distinct codes interned */
-/* Bits of the address a lookup starts below: a table of 2^TOP4 records (4
- * MiB, built in ~10 ms) for the IPv4 part of a file of at least BIG_FILE
- * bytes, where most networks are /16-/24 (2^TOP_SMALL for a smaller file),
- * and 2^TOP6 (256 KiB) for IPv6. Each bit is a dependent load the walk does
- * not do, and those loads miss the CPU's caches: random IPv4 lookups in a
- * 10 MB file took 150-170 ns from a 16-bit table, 55-75 ns from this one. */
+/* The index may take up to this much, or half the file's size if more. */
+#define INDEX_MAX ((size_t)16 << 20)
+/* A tree smaller than this stays in the CPU's caches: it is walked, from a
+ * table of 2^TOP_SMALL records (16 KiB) for each family, not indexed (the
+ * index's 4.5 MiB would be a cache miss of their own). */
+#define SMALL_TREE (256u << 10)
+#define TOP_SMALL 12
+/* A big tree whose index would take too much (an ASN or City file) is
+ * walked from a table of 2^TOP4 records (4 MiB, built in ~10 ms) for IPv4,
+ * where most networks are /16-/24, and 2^TOP6 (256 KiB) for IPv6. Each bit
+ * is a dependent load the walk does not do, and those loads miss the CPU's
+ * caches: random IPv4 lookups in a 10 MB file took 150-170 ns from a 16-bit
+ * table, 55-75 ns from this one. */
 #define TOP4 20
-#define TOP_SMALL 16
 #define TOP6 16
-#define BIG_FILE (1 << 20)
 
 struct slot {
     uint32_t key;    /* data offset + 1; 0 empty */
     uint32_t asn;
     uint8_t n, has_asn;
+    uint8_t known;   /* by id: decoded (key 0: no data) */
     uint16_t idx[RULES_GEOIP_MAX_CODES];
 };
 
 struct rules_geoip {
     MMDB_s db;
-    const uint8_t *tree;
-    uint32_t nodes, bits;  /* node_count, record_size */
+    struct geoip_tree t;
     uint32_t v4_start;     /* the node for ::/96 (an IPv6 file), else 0 */
-    /* The records TOP4 bits down from the IPv4 start and TOP6 from the
-     * root (an IPv6 file): a lookup starts there. */
+    int v6;                /* the file has IPv6 */
+    struct geoip_index *ix;
+    struct slot *byid;     /* with the index: the records by value id, contiguous */
+    /* Without the index: the records TOP4 bits down from the IPv4 start
+     * and TOP6 from the root (an IPv6 file): a walk starts there. */
     uint32_t *top4, *top6;
-    int top4_bits;
+    int top4_bits, top6_bits;
     struct slot slots[SLOTS];
     char codes[CODES][RULES_GEOIP_CODE_MAX];
     size_t ncodes;
     char type[64];
 };
-
-/* Record |right| of |node|; node < nodes, so within the tree, which
- * libmaxminddb checked lies within the file. */
-static inline uint32_t
-record_at(const struct rules_geoip *g, uint32_t node, unsigned right)
-{
-    const uint8_t *p;
-    switch (g->bits) {
-    case 24:
-        p = g->tree + (size_t)node * 6 + right * 3;
-        return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-    case 28:
-        p = g->tree + (size_t)node * 7;
-        if (right)
-            return (uint32_t)(p[3] & 0x0f) << 24 | (uint32_t)p[4] << 16 | (uint32_t)p[5] << 8 | p[6];
-        return (uint32_t)(p[3] & 0xf0) << 20 | (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-    default:
-        p = g->tree + (size_t)node * 8 + right * 4;
-        return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-    }
-}
 
 /* Where each |depth|-bit prefix below |start| leads: a node |depth|
  * levels down, or the record that ended the walk sooner (>= nodes). Built
@@ -90,8 +81,8 @@ top_table(const struct rules_geoip *g, uint32_t start, int depth)
     for (int d = 0; d < depth; d++) /* 2^d entries become 2^(d+1), in place from the end */
         for (uint32_t i = 1u << d; i-- > 0;) {
             uint32_t node = t[i];
-            t[2 * i] = node < g->nodes ? record_at(g, node, 0) : node;
-            t[2 * i + 1] = node < g->nodes ? record_at(g, node, 1) : node;
+            t[2 * i] = node < g->t.nodes ? geoip_record_at(&g->t, node, 0) : node;
+            t[2 * i + 1] = node < g->t.nodes ? geoip_record_at(&g->t, node, 1) : node;
         }
     return t;
 }
@@ -121,33 +112,49 @@ rules_geoip_open(const char *path, char *err, size_t errlen)
     }
     snprintf(g->type, sizeof(g->type), "%s",
              g->db.metadata.database_type ? g->db.metadata.database_type : "");
-    g->tree = g->db.file_content;
-    g->nodes = g->db.metadata.node_count;
-    g->bits = g->db.metadata.record_size;
-    if (g->bits != 24 && g->bits != 28 && g->bits != 32) { /* libmaxminddb refuses them too */
-        snprintf(err, errlen, "%s: unsupported record size %u", path, g->bits);
+    g->t.tree = g->db.file_content;
+    g->t.nodes = g->db.metadata.node_count;
+    g->t.bits = g->db.metadata.record_size;
+    g->t.data_size = g->db.data_section_size;
+    g->v6 = g->db.metadata.ip_version == 6;
+    if (g->t.bits != 24 && g->t.bits != 28 && g->t.bits != 32) { /* libmaxminddb refuses them too */
+        snprintf(err, errlen, "%s: unsupported record size %u", path, g->t.bits);
         rules_geoip_free(g);
         return NULL;
     }
     /* The walk reads nodes with no bound check of its own: the whole tree
      * must lie within the file (libmaxminddb checks it too; this does not
      * depend on its version). */
-    if ((uint64_t)g->nodes * g->bits / 4 + 16 > (uint64_t)g->db.file_size) {
+    if ((uint64_t)g->t.nodes * g->t.bits / 4 + 16 > (uint64_t)g->db.file_size) {
         snprintf(err, errlen, "%s: a search tree of %u nodes does not fit in the file's %lld "
-                 "bytes (cut short?)", path, g->nodes, (long long)g->db.file_size);
+                 "bytes (cut short?)", path, g->t.nodes, (long long)g->db.file_size);
         rules_geoip_free(g);
         return NULL;
     }
     /* IPv4 addresses of an IPv6 file live under ::/96. */
     uint32_t node = 0;
-    if (g->db.metadata.ip_version == 6)
-        for (int depth = 0; depth < 96 && node < g->nodes; depth++)
-            node = record_at(g, node, 0);
+    if (g->v6)
+        for (int depth = 0; depth < 96 && node < g->t.nodes; depth++)
+            node = geoip_record_at(&g->t, node, 0);
     g->v4_start = node;
-    g->top4_bits = g->db.file_size >= BIG_FILE ? TOP4 : TOP_SMALL;
+    int small = (uint64_t)g->t.nodes * g->t.bits / 4 < SMALL_TREE && !rules_geoip_index_limit;
+    size_t max = (size_t)g->db.file_size / 2 > INDEX_MAX ? (size_t)g->db.file_size / 2 : INDEX_MAX;
+    if (rules_geoip_index_limit)
+        max = rules_geoip_index_limit;
+    else if (small)
+        max = 0;
+    if (max > 0 && (g->ix = geoip_index_build(&g->t, node, g->v6, max)) != NULL) {
+        g->byid = calloc(geoip_index_ids(g->ix), sizeof(*g->byid));
+        if (g->byid != NULL)
+            return g;
+        geoip_index_free(g->ix);
+        g->ix = NULL;
+    }
+    g->top4_bits = small ? TOP_SMALL : TOP4;
+    g->top6_bits = small ? TOP_SMALL : TOP6;
     g->top4 = top_table(g, node, g->top4_bits);
-    g->top6 = g->db.metadata.ip_version == 6 ? top_table(g, 0, TOP6) : NULL;
-    if (g->top4 == NULL || (g->db.metadata.ip_version == 6 && g->top6 == NULL)) {
+    g->top6 = g->v6 ? top_table(g, 0, g->top6_bits) : NULL;
+    if (g->top4 == NULL || (g->v6 && g->top6 == NULL)) {
         snprintf(err, errlen, "%s: out of memory", path);
         rules_geoip_free(g);
         return NULL;
@@ -161,6 +168,8 @@ rules_geoip_free(struct rules_geoip *g)
     if (g == NULL)
         return;
     MMDB_close(&g->db);
+    geoip_index_free(g->ix);
+    free(g->byid);
     free(g->top4);
     free(g->top6);
     free(g);
@@ -178,67 +187,22 @@ rules_geoip_built(const struct rules_geoip *g)
     return g->db.metadata.build_epoch;
 }
 
-/* From |node| at bit |i| of |addr| down to a record past the tree; one
- * loop per record size, so the step is a load and a shift. */
+/* The data offset + 1 of |addr|'s record by the tree, or 0. */
 static uint32_t
-walk(const struct rules_geoip *g, uint32_t node, const uint8_t *addr, int i, int nbits)
+lookup(struct rules_geoip *g, int family, const uint8_t *addr)
 {
-    const uint8_t *t = g->tree, *p;
-    const uint32_t n = g->nodes;
-#define BIT(i) (addr[(i) >> 3] >> (7 - ((i) & 7)) & 1)
-    switch (g->bits) {
-    case 24:
-        for (; i < nbits && node < n; i++) {
-            p = t + (size_t)node * 6 + BIT(i) * 3;
-            node = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
-        }
-        return node;
-    case 28:
-        for (; i < nbits && node < n; i++)
-            node = record_at(g, node, BIT(i));
-        return node;
-    default:
-        for (; i < nbits && node < n; i++) {
-            p = t + (size_t)node * 8 + BIT(i) * 4;
-            node = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-        }
-        return node;
-    }
-#undef BIT
-}
-
-static int
-lookup(struct rules_geoip *g, int family, const uint8_t *addr, MMDB_entry_s *e)
-{
-    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     uint32_t node;
-    int nbits;
-
-    if (family == AF_INET6 && memcmp(addr, mapped, 12) == 0) {
-        family = AF_INET;
-        addr += 12;
-    }
-    int from;
     if (family == AF_INET) {
         node = g->top4[((uint32_t)addr[0] << 24 | (uint32_t)addr[1] << 16 | (uint32_t)addr[2] << 8) >>
                        (32 - g->top4_bits)];
-        nbits = 32;
-        from = g->top4_bits;
-    } else if (family == AF_INET6 && g->top6 != NULL) {
-        node = g->top6[(uint32_t)addr[0] << 8 | addr[1]];
-        nbits = 128;
-        from = TOP6;
+        node = geoip_walk(&g->t, node, addr, g->top4_bits, 32);
     } else {
-        return 0; /* an IPv6 address in an IPv4-only file */
+        node = g->top6[((uint32_t)addr[0] << 16 | (uint32_t)addr[1] << 8 | addr[2]) >>
+                       (24 - g->top6_bits)];
+        node = geoip_walk(&g->t, node, addr, g->top6_bits, 128);
     }
-    node = walk(g, node, addr, from, nbits);
-    /* node_count: no data; below it: a tree deeper than the address
-     * (a corrupt file); past the data section: corrupt too. */
-    if (node <= g->nodes || node - g->nodes - 16 >= g->db.data_section_size)
-        return 0;
-    e->mmdb = &g->db;
-    e->offset = node - g->nodes - 16;
-    return 1;
+    /* Below node_count: a tree deeper than the address (a corrupt file). */
+    return node >= g->t.nodes ? geoip_leaf(&g->t, node) : 0;
 }
 
 /* The interned index of |s| (|n| bytes), upper-cased; -1 when full. */
@@ -319,14 +283,40 @@ decode(struct rules_geoip *g, MMDB_entry_s *e, struct slot *s)
     }
 }
 
+/* |addr|'s record, decoded once: remembered by its value id (the index)
+ * or, for the walk, by its data offset. NULL: no data. */
 static struct slot *
 record(struct rules_geoip *g, int family, const uint8_t *addr)
 {
-    MMDB_entry_s e;
+    static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    uint32_t key;
 
-    if (!lookup(g, family, addr, &e))
+    if (family == AF_INET6 && memcmp(addr, mapped, 12) == 0) {
+        family = AF_INET;
+        addr += 12;
+    }
+    if (family != AF_INET && (family != AF_INET6 || !g->v6))
+        return NULL; /* an IPv6 address in an IPv4-only file */
+    if (g->ix != NULL) {
+        uint32_t id = geoip_index_find(g->ix, &g->t, family == AF_INET6, addr, &key);
+        if (id != GEOIP_NO_ID) {
+            struct slot *s = &g->byid[id];
+            if (!s->known) {
+                s->key = geoip_index_value(g->ix, id);
+                s->known = 1;
+                if (s->key != 0) {
+                    MMDB_entry_s e = {.mmdb = &g->db, .offset = s->key - 1};
+                    decode(g, &e, s);
+                }
+            }
+            return s->key != 0 ? s : NULL;
+        }
+    } else {
+        key = lookup(g, family, addr);
+    }
+    uint32_t h = (key * 2654435761u) >> 19;
+    if (key == 0)
         return NULL;
-    uint32_t key = e.offset + 1, h = (key * 2654435761u) >> 19;
     for (unsigned i = 0; i < PROBES; i++) {
         struct slot *s = &g->slots[(h + i) & (SLOTS - 1)];
         if (s->key == key)
@@ -334,6 +324,7 @@ record(struct rules_geoip *g, int family, const uint8_t *addr)
         if (s->key == 0 || i == PROBES - 1) {
             if (s->key != 0) /* all taken: the last one tried is reused */
                 s = &g->slots[h & (SLOTS - 1)];
+            MMDB_entry_s e = {.mmdb = &g->db, .offset = key - 1};
             decode(g, &e, s);
             s->key = key;
             return s;
@@ -352,6 +343,22 @@ rules_geoip_codes(struct rules_geoip *g, int family, const uint8_t *addr,
     for (unsigned i = 0; i < s->n; i++)
         codes[i] = g->codes[s->idx[i]];
     return s->n;
+}
+
+void
+rules_geoip_prefetch(const struct rules_geoip *g, int family, const uint8_t *addr)
+{
+    if (family == AF_INET6 && memcmp(addr, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+        family = AF_INET;
+        addr += 12;
+    }
+    if (family != AF_INET && (family != AF_INET6 || !g->v6))
+        return;
+    if (g->ix != NULL)
+        geoip_index_prefetch(g->ix, family == AF_INET6, addr);
+    else if (family == AF_INET)
+        __builtin_prefetch(&g->top4[((uint32_t)addr[0] << 24 | (uint32_t)addr[1] << 16 |
+                                     (uint32_t)addr[2] << 8) >> (32 - g->top4_bits)]);
 }
 
 int

@@ -8,8 +8,10 @@
 #include "fetch/sub.h"
 #include "log/log.h"
 #include "outbound/proxy.h"
+#include "outbound/set.h"
 #include "rules/list.h"
 #include "rules/re.h"
+#include "script/geo.h"
 #include "script/script_int.h"
 
 /* chute.provider "name" { url = ... } and chute.ruleset { url = ... }:
@@ -189,6 +191,7 @@ script_l_ruleset_remote(lua_State *L)
     int rc = script_ruleset_push_text(L, c.name, buf, len, c.format, c.skip_invalid, c.strict,
                                       err, sizeof(err));
     free(buf);
+    s->remotes[s->nremotes - 1].count = (size_t)luaL_len(L, -1);
     if (rc != 0)
         LOG_WARN("%s: ruleset %s: its cache does not parse (%s): empty until the next fetch",
                  c.where, c.name, err);
@@ -410,7 +413,26 @@ script_l_provider(lua_State *L)
         lua_settop(L, at);
     }
     p->n = s->nproxies - p->first;
+    for (size_t i = 0; i < s->nremotes; i++)
+        if (s->remotes[i].kind == FETCH_PROVIDER && strcmp(s->remotes[i].name, name) == 0)
+            s->remotes[i].count = p->n;
     return 0;
+}
+
+const char *
+script_provider_proxy(const struct script *s, const char *provider, size_t k)
+{
+    for (size_t i = 0; i < s->nproviders; i++)
+        if (strcmp(s->providers[i].name, provider) == 0)
+        {
+            if (k >= s->providers[i].n)
+                return NULL;
+            size_t at = s->providers[i].first + k;
+            /* After the load the set owns the proxies, in declaration order. */
+            return s->set != NULL ? outbound_set_name(s->set, FLOW_POLICY__BUILTIN + (int)at)
+                                  : s->proxies[at].name;
+        }
+    return NULL;
 }
 
 /* The bundle declares |name| (a proxy or a group) after a provider gave
@@ -496,7 +518,9 @@ script_remotes_finish(struct script *s, char *err, size_t errlen)
         if (script_policy_lookup(s, s->remotes[i].via) < 0) {
             snprintf(err, errlen, "%s: %s %s: via '%s' is not a policy of the bundle (DIRECT, "
                      "a proxy or a group)", s->remotes[i].where,
-                     s->remotes[i].kind == FETCH_RULESET ? "ruleset" : "provider",
+                     s->remotes[i].kind == FETCH_RULESET ? "ruleset"
+                     : s->remotes[i].kind == FETCH_GEO   ? "chute.config"
+                                                         : "provider",
                      s->remotes[i].name, s->remotes[i].via);
             return -1;
         }
@@ -535,6 +559,8 @@ int
 script_remote_validate(const struct fetch_item_cfg *c, const char *buf, size_t len, char *note,
                        size_t notelen)
 {
+    if (c->kind == FETCH_GEO)
+        return script_geo_validate(c, buf, len, note, notelen);
     if (c->kind == FETCH_RULESET) {
         size_t count = 0;
         char err[300];

@@ -8,17 +8,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fetch/fetch.h"
 #include "log/log.h"
 #include "rules/geoip.h"
 #include "rules/geosite.h"
 #include "rules/rules.h"
 #include "script/geo.h"
+#include "script/geo_int.h"
 #include "script/script_int.h"
 
 /* GEOIP, IP-ASN and GEOSITE for the rules (geo.h has the contract). */
 
 #define MAX_SITE_FILE (512u << 20)
-#define MEMO 8 /* addresses of one flow remembered */
 
 static const char *const keys[SCRIPT_GEO_FILES] = {"mmdb", "asn", "geosite"};
 static const char *const what[SCRIPT_GEO_FILES] = {
@@ -33,39 +34,6 @@ static const char *const defaults[SCRIPT_GEO_FILES][2] = {
     {"GeoSite.dat", "geosite.dat"},
 };
 
-struct script_geo_site {
-    char *name;                     /* as written, the want's slices point into it */
-    struct rules_geosite_want want;
-    struct rules_domains *domains;  /* Full, RootDomain (suffix) and Plain (keyword) */
-    struct rules_regexes *regexes;  /* Regex */
-    size_t count, skipped;
-    char where[96];
-    char first_skip[96];
-};
-
-struct memo_entry {
-    uint8_t kind;       /* 0 country, 1 ASN */
-    uint8_t family;
-    uint8_t addr[16];
-    uint8_t n;          /* codes, or 1 when the ASN is known */
-    uint32_t asn;
-    const char *codes[RULES_GEOIP_MAX_CODES]; /* the database's (rules_geoip_codes) */
-};
-
-struct script_geo {
-    char *path[SCRIPT_GEO_FILES];   /* resolved; NULL until finish */
-    int given[SCRIPT_GEO_FILES];    /* named in chute.config */
-    struct rules_geoip *db[2];      /* MMDB, ASN */
-    unsigned need[SCRIPT_GEO_FILES];
-    char need_where[SCRIPT_GEO_FILES][96];
-    struct script_geo_site **sites;
-    size_t nsites;
-    int finished;
-    const struct flow *memo_flow;   /* the flow whose lookups memo[] holds */
-    uint64_t memo_id;
-    unsigned nmemo;
-    struct memo_entry memo[MEMO];
-};
 
 static struct script_geo *
 geo_of(struct script *s)
@@ -296,12 +264,21 @@ choose_path(struct script *s, int file, int *given)
     *given = 0;
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->state_ref);
     lua_getfield(L, -1, "config");
-    if (lua_istable(L, -1) && lua_getfield(L, -1, "geo") == LUA_TTABLE &&
-        lua_getfield(L, -1, keys[file]) == LUA_TSTRING) {
+    int type = lua_istable(L, -1) && lua_getfield(L, -1, "geo") == LUA_TTABLE
+                   ? lua_getfield(L, -1, keys[file])
+                   : LUA_TNIL;
+    if (type == LUA_TSTRING) {
         p = bundle_path(s, lua_tostring(L, -1));
         *given = 1;
     }
     lua_settop(L, top);
+    struct fetch_item_cfg c;
+    char err[300];
+    if (type == LUA_TTABLE) { /* remote: its cache (an error is open_file's to report) */
+        *given = 1;
+        if (script_geo_remote_cfg(s, file, &c, err, sizeof(err)) == 1)
+            p = strdup(c.path);
+    }
     return p;
 }
 
@@ -335,6 +312,20 @@ script_geo_available(struct script *s, enum script_geo_file file)
 static int
 open_file(struct script *s, struct script_geo *g, int file, char *err, size_t errlen)
 {
+    struct fetch_item_cfg rc;
+    int remote = script_geo_remote_cfg(s, file, &rc, err, errlen);
+    if (remote < 0 || (remote && script_geo_remote_add(s, &rc, err, errlen) != 0))
+        return -1;
+    g->remote[file] = remote;
+    if (remote && access(rc.path, F_OK) != 0) {
+        LOG_WARN("%s: geo.%s: no cache yet (%s): %s until the first fetch", rc.where, keys[file],
+                 rc.path, file == SCRIPT_GEO_SITE ? "GEOSITE rules match nothing"
+                          : file == SCRIPT_GEO_ASN ? "IP-ASN rules match nothing"
+                                                   : "GEOIP rules match nothing (but GEOIP,LAN)");
+        g->given[file] = 1;
+        g->path[file] = strdup(rc.path);
+        return g->path[file] != NULL ? 0 : (snprintf(err, errlen, "geo: out of memory"), -1);
+    }
     g->path[file] = choose_path(s, file, &g->given[file]);
     if (!g->given[file]) {
         if (g->need[file] == 0)
@@ -366,6 +357,11 @@ open_file(struct script *s, struct script_geo *g, int file, char *err, size_t er
                       (unsigned long long)rules_geoip_built(g->db[file]));
             return 0;
         }
+    }
+    if (remote) { /* kept out, as a remote rule set's bad cache is */
+        LOG_WARN("%s: geo.%s: cache unusable: %s; its rules match nothing until the next fetch",
+                 rc.where, keys[file], why);
+        return 0;
     }
     if (g->need[file] > 0 && !g->given[file]) {
         snprintf(err, errlen, "%s (the first: %s): %s (geo.%s in chute.config names the file)",
@@ -433,8 +429,11 @@ script_geo_site(struct script *s, struct mem_slice name, const char *where, char
         }
         if (g->path[SCRIPT_GEO_SITE] == NULL)
             g->path[SCRIPT_GEO_SITE] = default_path(s, SCRIPT_GEO_SITE);
+        /* A remote file with no usable cache yet: empty until its fetch. */
+        int later = g->remote[SCRIPT_GEO_SITE] && g->path[SCRIPT_GEO_SITE] != NULL &&
+                    access(g->path[SCRIPT_GEO_SITE], F_OK) != 0;
         if (g->path[SCRIPT_GEO_SITE] == NULL ||
-            fill_sites(&site, 1, g->path[SCRIPT_GEO_SITE], err, errlen) != 0) {
+            (!later && fill_sites(&site, 1, g->path[SCRIPT_GEO_SITE], err, errlen) != 0)) {
             site_free(site);
             return NULL;
         }
@@ -453,96 +452,6 @@ script_geo_site_match(const struct script_geo_site *site, const char *host, size
            rules_regexes_match(site->regexes, host, len, &tag);
 }
 
-/* The memo entry for (kind, address) of |f|, looked up now if new. */
-static const struct memo_entry *
-memo(struct script_geo *g, struct flow *f, int kind, int family, const uint8_t *addr)
-{
-    if (g->memo_flow != f || g->memo_id != f->id) {
-        g->memo_flow = f;
-        g->memo_id = f->id;
-        g->nmemo = 0;
-    }
-    size_t alen = family == AF_INET ? 4 : 16;
-    for (unsigned i = 0; i < g->nmemo; i++) {
-        struct memo_entry *e = &g->memo[i];
-        if (e->kind == kind && e->family == family && memcmp(e->addr, addr, alen) == 0)
-            return e;
-    }
-    static struct memo_entry spare;
-    struct memo_entry *e = g->nmemo < MEMO ? &g->memo[g->nmemo++] : &spare;
-    e->kind = (uint8_t)kind;
-    e->family = (uint8_t)family;
-    memcpy(e->addr, addr, alen);
-    e->n = 0;
-    if (kind == 0 && g->db[0] != NULL) {
-        e->n = (uint8_t)rules_geoip_codes(g->db[0], family, addr, e->codes);
-    } else if (kind == 1 && g->db[1] != NULL) {
-        e->n = (uint8_t)rules_geoip_asn(g->db[1], family, addr, &e->asn);
-    }
-    return e;
-}
-
-struct want {
-    int kind;
-    const char *code;
-    uint32_t asn;
-};
-
-static int
-addr_matches(struct script_geo *g, struct flow *f, const struct want *w, int family,
-             const uint8_t *addr)
-{
-    if (w->kind == 0 && strcmp(w->code, "LAN") == 0)
-        return rules_geoip_is_lan(family, addr);
-    if (g == NULL)
-        return 0;
-    const struct memo_entry *e = memo(g, f, w->kind, family, addr);
-    if (w->kind == 1)
-        return e->n > 0 && e->asn == w->asn;
-    for (unsigned i = 0; i < e->n; i++)
-        if (strcmp(e->codes[i], w->code) == 0)
-            return 1;
-    return 0;
-}
-
-static int
-flow_matches(struct script *s, struct flow *f, const struct want *w, int src, int no_resolve)
-{
-    struct script_geo *g = s->geo; /* NULL: no geo rule but GEOIP,LAN */
-    if (src) {
-        f->_reads |= FLOW_READ_UNCACHEABLE;
-        if (f->src.ss_family == AF_INET)
-            return addr_matches(g, f, w, AF_INET,
-                                (const uint8_t *)&((const struct sockaddr_in *)&f->src)->sin_addr);
-        if (f->src.ss_family == AF_INET6)
-            return addr_matches(g, f, w, AF_INET6,
-                                (const uint8_t *)&((const struct sockaddr_in6 *)&f->src)->sin6_addr);
-        return 0;
-    }
-    if (f->dst.kind == FLOW_ADDR_IP4 || f->dst.kind == FLOW_ADDR_IP6)
-        return addr_matches(g, f, w, f->dst.kind == FLOW_ADDR_IP4 ? AF_INET : AF_INET6, f->dst.ip);
-    if (f->dst.kind != FLOW_ADDR_NAME || no_resolve || script_ip_rule_reached(f))
-        return 0;
-    for (unsigned i = 0; f->resolved.state == FLOW_RESOLVE_DONE && i < f->resolved.n; i++)
-        if (addr_matches(g, f, w, f->resolved.v6 & (1u << i) ? AF_INET6 : AF_INET,
-                         f->resolved.ip[i]))
-            return 1;
-    return 0;
-}
-
-int
-script_geo_country(struct script *s, struct flow *f, const char *code, int src, int no_resolve)
-{
-    struct want w = {0, code, 0};
-    return flow_matches(s, f, &w, src, no_resolve);
-}
-
-int
-script_geo_asn(struct script *s, struct flow *f, uint32_t asn, int src, int no_resolve)
-{
-    struct want w = {1, NULL, asn};
-    return flow_matches(s, f, &w, src, no_resolve);
-}
 
 int
 script_geo_update(struct script *s, const char *which, const char *path, char *err,
@@ -571,7 +480,10 @@ script_geo_replace(struct script *s, enum script_geo_file file, const char *path
             return -1;
         }
     } else {
-        struct rules_geoip *db = rules_geoip_open(p, err, errlen);
+        /* One opened off the loop by the fetch's check, if it has one. */
+        struct rules_geoip *db = script_geo_prepared_take(p);
+        if (db == NULL)
+            db = rules_geoip_open(p, err, errlen);
         if (db == NULL) {
             free(p);
             return -1;

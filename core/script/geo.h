@@ -51,6 +51,29 @@ int script_geo_country(struct script *s, struct flow *f, const char *code, int s
                        int no_resolve);
 int script_geo_asn(struct script *s, struct flow *f, uint32_t asn, int src, int no_resolve);
 
+/* Before route(): starts loading what a GEOIP or IP-ASN lookup of |f|'s
+ * destination address reads first (nothing for a named flow, or without
+ * a database), so that its cache miss overlaps the call's set-up. */
+void script_geo_prefetch(struct script *s, const struct flow *f);
+
+/* geo_remote.c: chute.config's geo.<file> given as { url = ..., interval,
+ * via, path, max_size }: 1 with |c| filled (kind FETCH_GEO, format the
+ * file, path its cache), 0 when it is not a table, -1 with |err|. */
+struct fetch_item_cfg;
+int script_geo_remote_cfg(struct script *s, int file, struct fetch_item_cfg *c, char *err,
+                          size_t errlen);
+/* Adds |c| to the bundle's remotes (script_remotes): 0, or -1 with |err|. */
+int script_geo_remote_add(struct script *s, const struct fetch_item_cfg *c, char *err,
+                          size_t errlen);
+/* Any thread (the fetch's worker): whether |buf| is a usable file of
+ * |c|'s kind; an mmdb is opened, and kept for script_geo_prepared_take.
+ * 0 with |note| ("GeoLite2-Country, built 2026-11-30", "1420 sites"), or
+ * -1 with |note| saying why not. */
+int script_geo_validate(const struct fetch_item_cfg *c, const char *buf, size_t len, char *note,
+                        size_t notelen);
+/* The mmdb the last check of cache |path| opened, or NULL; the caller's. */
+struct rules_geoip *script_geo_prepared_take(const char *path);
+
 /* The seam for remote, auto-updated files (script.h: script_geo_update
  * is the door from outside core/script): opens |path| as |file| (a
  * country or ASN mmdb, or a geosite.dat whose sites are all compiled

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "log/log.h"
+#include "script/geo.h"
 #include "script/hint.h"
 #include "script/script_int.h"
 
@@ -159,6 +160,7 @@ script_route(struct script *s, struct flow *f)
         f->rule = "fallback: no route()";
         return;
     }
+    script_geo_prefetch(s, f);
     if (script_protected(s, route_protected, f) != LUA_OK) {
         LOG_WARN("flow %llu: route() could not run: %s; using %s", (unsigned long long)f->id,
                  s->protect_err, script_policy_name(s, s->cfg.fallback));

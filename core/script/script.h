@@ -218,6 +218,9 @@ struct outbound_set *script_outbound_set(const struct script *s);
  * the next load reads it. */
 struct fetch_item_cfg;
 const struct fetch_item_cfg *script_remotes(const struct script *s, size_t *n);
+/* The |k|-th proxy chute.provider |provider| gave (its name in the
+ * bundle), or NULL past the last (or for no such provider). */
+const char *script_provider_proxy(const struct script *s, const char *provider, size_t k);
 /* Whether |buf| is a good body for |c| (a list that parses, a
  * subscription with proxies): 0 with |note| ("512 rules", "12 proxies
  * (clash)"), or -1 with |note| saying why not. Touches no script: any

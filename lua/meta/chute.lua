@@ -60,10 +60,17 @@ local chute = {}
 ---@field block_quic? boolean     refuse UDP/443 to MITM hosts on the TUN so browsers fall back to TCP (default true)
 ---@field max_body? integer       bytes of a body a hook may see; the default for hooks' max_body (default 131072)
 
+---@class chute.config.geo.remote
+---@field url string          http(s) URL of the file, fetched in the background (the cache is read at load)
+---@field interval? number    seconds between checks (default 604800, a week)
+---@field via? string         policy the fetch goes through (default "DIRECT")
+---@field path? string        cache file: absolute, or under <state>/cache/ (default "geo-<kind>-<hash>")
+---@field max_size? integer   bytes; a bigger body is refused and the old file kept (default 67108864)
+
 ---@class chute.config.geo
----@field mmdb? string     country database for GEOIP/SRC-GEOIP: MaxMind/GeoLite2-Country, sing-geoip or Meta-geoip0 .mmdb, relative to the bundle or absolute (default "Country.mmdb")
----@field asn? string      ASN database for IP-ASN/SRC-IP-ASN, GeoLite2-ASN schema (default "GeoLite2-ASN.mmdb")
----@field geosite? string  v2ray geosite.dat for GEOSITE,name (default "GeoSite.dat"); only the names rules use are compiled
+---@field mmdb? string|chute.config.geo.remote     country database for GEOIP/SRC-GEOIP: MaxMind/GeoLite2-Country, sing-geoip or Meta-geoip0 .mmdb, relative to the bundle or absolute (default "Country.mmdb")
+---@field asn? string|chute.config.geo.remote      ASN database for IP-ASN/SRC-IP-ASN, GeoLite2-ASN schema (default "GeoLite2-ASN.mmdb")
+---@field geosite? string|chute.config.geo.remote  v2ray geosite.dat for GEOSITE,name (default "GeoSite.dat"); only the names rules use are compiled
 
 ---@class chute.config
 ---@field geo? chute.config.geo  files of GEOIP, IP-ASN and GEOSITE rules (opened at load; a bad one stops it)

@@ -141,6 +141,42 @@ run check bad-key
 expect "an unknown geo key lists the known ones" 1 "" \
     "chute: bad-key/main.lua:5: chute.config: unknown key 'geo.geoip' (known: asn, geosite, mmdb)"
 
+# geo.mmdb = { url = ... }: read from its cache at load, never fetched
+# then; bad tables refused with the key's place.
+remote() { # NAME MMDB-VALUE: a copy of the bundle with that geo.mmdb
+    cp -r "$B" "$tmp/$1"
+    sed -i "s|mmdb = \"Country.mmdb\"|mmdb = $2|" "$tmp/$1/main.lua"
+}
+export CHUTE_STATE_DIR=$tmp/state
+remote r-key '{ uri = "http://127.0.0.1:9/C.mmdb" }'
+run check r-key
+expect "a remote geo file's unknown key lists the known ones" 1 "" \
+    "chute: r-key/main.lua:5: chute.config: unknown key 'geo.mmdb.uri': did you mean 'url'? (known: interval, max_size, path, url, via)"
+remote r-nourl '{ interval = 60 }'
+run check r-nourl
+expect "a remote geo file needs its url" 1 "" \
+    "chute: r-nourl/main.lua:5: chute.config: geo.mmdb: a table needs url = \"https://...\" (or give a file's path as a string)"
+remote r-ftp '{ url = "ftp://127.0.0.1/C.mmdb" }'
+run check r-ftp
+expect "a remote geo file's url is http(s)" 1 "" \
+    "chute: r-ftp/main.lua:5: chute.config: geo.mmdb.url: url 'ftp://127.0.0.1/C.mmdb': http:// or https:// only"
+remote r-via "{ url = \"http://127.0.0.1:9/C.mmdb\", via = \"nowhere\", path = \"$B/Country.mmdb\" }"
+run check r-via
+expect "a remote geo file's via is a policy" 1 "" \
+    "chute: r-via/main.lua:5: chute.config geo.mmdb: via 'nowhere' is not a policy of the bundle (DIRECT, a proxy or a group)"
+remote r-none '{ url = "http://127.0.0.1:9/C.mmdb", path = "C.mmdb" }'
+run route r-none 114.114.114.114
+expect "a remote mmdb with no cache yet: GEOIP matches nothing, no fetch" 0 "DIRECT${T}route rule 11 FINAL" \
+    "warn  r-none/main.lua:5: geo.mmdb: no cache yet ($tmp/state/cache/C.mmdb): GEOIP rules match nothing (but GEOIP,LAN) until the first fetch"
+mkdir -p "$tmp/state/cache" && cp "$B/Country.mmdb" "$tmp/state/cache/C.mmdb"
+run route r-none 114.114.114.114
+expect "a remote mmdb is read from its cache" 0 "DIRECT${T}route rule 6 GEOIP,cn" ""
+printf 'junk' >"$tmp/state/cache/C.mmdb"
+run route r-none 114.114.114.114
+expect "a remote mmdb's unusable cache: a warning, GEOIP matches nothing" 0 "DIRECT${T}route rule 11 FINAL" \
+    "warn  r-none/main.lua:5: geo.mmdb: cache unusable: $tmp/state/cache/C.mmdb: The MaxMind DB file contains invalid metadata; its rules match nothing until the next fetch"
+unset CHUTE_STATE_DIR
+
 # examples/geo as it ships (its stand-in files).
 ex() { # DEST WANT
     (cd "$CHUTE_TOP" && timeout 30 "$CHUTE" route examples/geo "$1") >"$tmp/out" 2>"$tmp/err"

@@ -16,6 +16,7 @@
 #include "control/control_int.h"
 #include "dns/msg.h"
 #include "flow/flow.h"
+#include "outbound/set.h"
 
 static void
 target_parse(void **st)
@@ -506,6 +507,124 @@ chute_sections(void **st)
     rig_free(r);
 }
 
+/* /providers/...: the env's remotes in mihomo's shapes (the fixtures are
+ * what mihomo answers, trimmed), 404s for unknown names, PUT a refresh. */
+static struct outbound_set *prov_set;
+static char refreshed[128];
+
+static size_t
+providers_fake(void *ud, struct control_provider *out, size_t max)
+{
+    static const struct control_provider v[] = {
+        {"sub", 0, "", 3600, 2},
+        {"ads", 1, "domain", -1, 1024},
+        {"rules/lan.list", 1, "classical", 10, 3},
+    };
+    for (size_t i = 0; i < 3 && i < max; i++)
+        out[i] = v[i];
+    return 3;
+}
+
+static const char *
+provider_proxy_fake(void *ud, const char *name, size_t k)
+{
+    static const char *const names[] = {"hk", "hk 2"};
+    return strcmp(name, "sub") == 0 && k < 2 ? names[k] : NULL;
+}
+
+static int
+provider_refresh_fake(void *ud, int rules, const char *name)
+{
+    if (strcmp(name, rules ? "ads" : "sub") != 0)
+        return -1;
+    snprintf(refreshed, sizeof(refreshed), "%s %s", rules ? "rules" : "proxies", name);
+    return 0;
+}
+
+static struct outbound_set *
+set_fake(void *ud)
+{
+    return prov_set;
+}
+
+static void
+providers(void **st)
+{
+    struct rig *r = rig_new("");
+    struct outbound_proxy *px = calloc(3, sizeof(*px));
+    const char *pn[] = {"hk", "hk 2", "own"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(px[i].name, sizeof(px[i].name), "%s", pn[i]);
+        px[i].type = OUTBOUND_SHADOWSOCKS;
+    }
+    prov_set = outbound_set_new(px, 3, NULL, 0);
+    assert_non_null(prov_set);
+    int status;
+    const char *b = ask(r, "GET /providers/proxies HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    assert_string_equal(b, "{\"providers\":{}}"); /* no env: none */
+    r->c->env.providers = providers_fake;
+    r->c->env.provider_proxy = provider_proxy_fake;
+    r->c->env.provider_refresh = provider_refresh_fake;
+    r->c->env.set = set_fake;
+
+    b = ask(r, "GET /providers/proxies HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    json_t *want = fixture("providers_proxies.json"), *got = json_loads(b, 0, NULL);
+    assert_non_null(got);
+    same_shape(want, got, "");
+    json_t *sub = json_object_get(json_object_get(got, "providers"), "sub");
+    assert_int_equal(json_object_size(json_object_get(got, "providers")), 1); /* not the rule sets */
+    json_t *list = json_object_get(sub, "proxies");
+    assert_int_equal(json_array_size(list), 2); /* its own two, not "own" */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "name")), "hk 2");
+    const char *at = json_string_value(json_object_get(sub, "updatedAt"));
+    assert_true(strlen(at) == 20 && at[4] == '-' && at[19] == 'Z' && strncmp(at, "0001", 4) != 0);
+    json_decref(want);
+    json_decref(got);
+
+    b = ask(r, "GET /providers/rules HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    want = fixture("providers_rules.json");
+    got = json_loads(b, 0, NULL);
+    assert_non_null(got);
+    same_shape(want, got, "");
+    json_t *m = json_object_get(got, "providers");
+    assert_int_equal(json_object_size(m), 2);
+    json_t *ads = json_object_get(m, "ads");
+    assert_int_equal(json_integer_value(json_object_get(ads, "ruleCount")), 1024);
+    assert_string_equal(json_string_value(json_object_get(ads, "updatedAt")), "0001-01-01T00:00:00Z");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(m, "rules/lan.list"),
+                                                          "behavior")), "classical");
+    json_decref(want);
+    json_decref(got);
+
+    b = ask(r, "GET /providers/proxies/sub HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 200);
+    assert_non_null(strstr(b, "\"vehicleType\":\"HTTP\""));
+    ask(r, "GET /providers/proxies/ads HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 404); /* a rule set, not a provider of proxies */
+    ask(r, "PUT /providers/proxies/nope HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &status);
+    assert_int_equal(status, 404);
+    assert_string_equal(refreshed, "");
+    ask(r, "PUT /providers/proxies/sub HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &status);
+    assert_int_equal(status, 204);
+    assert_string_equal(refreshed, "proxies sub");
+    ask(r, "PUT /providers/rules/ads HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &status);
+    assert_int_equal(status, 204);
+    assert_string_equal(refreshed, "rules ads");
+    ask(r, "PUT /providers/rules/rules%2Flan.list HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+        &status);
+    assert_int_equal(status, 404); /* listed, but the fake refreshes only ads */
+    ask(r, "DELETE /providers/rules/ads HTTP/1.1\r\n\r\n", &status);
+    assert_int_equal(status, 404);
+    ask(r, "PUT /providers/rules HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &status);
+    assert_int_equal(status, 404);
+    outbound_set_unref(prov_set);
+    prov_set = NULL;
+    rig_free(r);
+}
+
 int
 main(void)
 {
@@ -513,7 +632,7 @@ main(void)
         cmocka_unit_test(target_parse),    cmocka_unit_test(query_get),
         cmocka_unit_test(auth_forms),      cmocka_unit_test(connections_shape),
         cmocka_unit_test(router),          cmocka_unit_test(dns_query),
-        cmocka_unit_test(chute_sections),
+        cmocka_unit_test(chute_sections),  cmocka_unit_test(providers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <maxminddb.h>
 
 #include "rules/geoip.h"
+#include "rules/geoip_int.h"
 
 static char path[4096];
 
@@ -177,49 +178,53 @@ same_as_libmaxminddb(const char *name)
     rules_geoip_free(g);
 }
 
-/* |name| with 1.5 MiB of unused bytes after its data section (before the
- * metadata marker, where readers look), written to /tmp: a file that big
- * gets the 20-bit IPv4 table. Returns the new file's name in /tmp. */
-static const char *
-padded(const char *name)
+static void
+each_file(void)
 {
-    static char out[64];
-    FILE *f = fopen(fixture(name), "rb");
-    assert_non_null(f);
-    static uint8_t buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof(buf), f);
-    fclose(f);
-    static const char marker[] = "\xab\xcd\xefMaxMind.com";
-    size_t at = 0;
-    for (size_t i = 0; i + sizeof(marker) - 1 <= n; i++)
-        if (memcmp(buf + i, marker, sizeof(marker) - 1) == 0)
-            at = i;
-    assert_true(at > 0);
-    snprintf(out, sizeof(out), "/tmp/geoip_test.%d.mmdb", (int)getpid());
-    f = fopen(out, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(buf, 1, at, f), at);
-    for (int i = 0; i < 3 << 19; i++)
-        fputc(0, f);
-    assert_int_equal(fwrite(buf + at, 1, n - at, f), n - at);
-    fclose(f);
-    return out;
+    same_as_libmaxminddb("random24.mmdb");
+    same_as_libmaxminddb("random28.mmdb");
+    same_as_libmaxminddb("random32v4.mmdb");
 }
 
 static void
 test_walk_matches_libmaxminddb(void **state)
 {
     (void)state;
-    same_as_libmaxminddb("random24.mmdb");
-    same_as_libmaxminddb("random28.mmdb");
-    same_as_libmaxminddb("random32v4.mmdb");
-    /* The same trees from the bigger start table. */
-    const char *big = padded("random24.mmdb");
-    same_as_libmaxminddb(big);
-    unlink(big);
-    big = padded("random32v4.mmdb");
-    same_as_libmaxminddb(big);
-    unlink(big);
+    each_file(); /* small trees: walked from 12-bit tables */
+    rules_geoip_index_limit = 1; /* as big files whose index is refused: 20- and 16-bit tables */
+    each_file();
+    rules_geoip_index_limit = 0;
+}
+
+/* The flattened index (geoip_index.c), as big files get it: the same
+ * answers as libmaxminddb's, and as the walk's. */
+static void
+test_index_matches_libmaxminddb(void **state)
+{
+    (void)state;
+    rules_geoip_index_limit = SIZE_MAX;
+    each_file();
+    struct rules_geoip *g = open_fixture("country.mmdb");
+    assert_string_equal(codes(g, "114.114.114.114"), "CN");
+    assert_string_equal(codes(g, "114.115.0.0"), "");
+    assert_string_equal(codes(g, "2001:db8::1"), "JP");
+    assert_string_equal(codes(g, "2001:db8:ffff:ffff:ffff::1"), "JP");
+    assert_string_equal(codes(g, "2001:db9::1"), "");
+    assert_string_equal(codes(g, "::ffff:114.114.1.1"), "CN");
+    assert_string_equal(codes(g, "::114.114.1.1"), "CN"); /* under ::/64: walked from there */
+    rules_geoip_free(g);
+    g = open_fixture("meta4.mmdb");
+    assert_string_equal(codes(g, "10.9.8.7"), "CN+PRIVATE");
+    assert_string_equal(codes(g, "2001:db8::1"), "");
+    rules_geoip_free(g);
+    g = open_fixture("asn.mmdb");
+    uint8_t a[16];
+    uint32_t asn = 0;
+    inet_pton(AF_INET6, "2606:4700::1111", a);
+    assert_int_equal(rules_geoip_asn(g, AF_INET6, a, &asn), 1);
+    assert_int_equal(asn, 13335);
+    rules_geoip_free(g);
+    rules_geoip_index_limit = 0;
 }
 
 static int
@@ -258,6 +263,7 @@ main(void)
         cmocka_unit_test(test_meta_ipv4_only),
         cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_walk_matches_libmaxminddb),
+        cmocka_unit_test(test_index_matches_libmaxminddb),
         cmocka_unit_test(test_lan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
