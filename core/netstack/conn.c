@@ -525,10 +525,21 @@ netstack_conn_output(void)
 void
 netstack_conn_resume_all(void)
 {
-    for (struct netstack_conn *c = all.next, *next; c != &all; c = next) {
+    /* Each one resumed moves to the back: when the heap fills again before
+     * the walk ends, the next resume starts with those still waiting, so
+     * none starves behind the busier ones at the front (1,000 downloads
+     * at 1 MiB windows left hundreds paused until their idle timeout). */
+    uint64_t n = netstack.st.conns_active;
+    for (struct netstack_conn *c = all.next, *next; c != &all && n-- > 0; c = next) {
         next = c->next;
         if (!c->paused_mem || c->state != C_OPEN)
             continue;
+        c->prev->next = c->next;
+        c->next->prev = c->prev;
+        c->next = &all;
+        c->prev = all.prev;
+        all.prev->next = c;
+        all.prev = c;
         c->paused_mem = 0;
         ack_window(c, 0);
         if (netstack.mem_high)
