@@ -192,13 +192,12 @@ parse(struct h2h1 *h)
                 return -1;
             }
             if (res.status >= 100 && res.status < 200) {
-                used += (size_t)n; /* interim: 100 Continue and the like */
+                /* Interim (100 Continue and the like): dropped, and what
+                 * follows moves up, so the final head is parsed where
+                 * on_head reads it (|res| points into the buffer). */
+                memmove(h->in, h->in + n, h->in_len - (size_t)n);
+                h->in_len -= (size_t)n;
                 continue;
-            }
-            if (used > 0) {
-                memmove(h->in, h->in + used, h->in_len - used);
-                h->in_len -= used;
-                used = 0;
             }
             if (on_head(h, &res, (size_t)n) != 0)
                 return -1;
@@ -346,6 +345,12 @@ request_head(struct h2h1 *h)
 {
     struct h2x *x = h->x;
     struct mem_slice head;
+    /* "te: trailers" is the h2 client's; an HTTP/1.1 origin would take it
+     * as hop-by-hop without Connection: TE, and its trailers are dropped
+     * here anyway. */
+    if (http_fwd_field_get(&x->req.fields, "te") != NULL &&
+        http_fwd_field_del(&x->req.fields, MEM_SLICE_LIT("te")) < 0)
+        return -1;
     if (http_fwd_request_head(&x->req, &head) != 0)
         return -1;
     int body = !x->req_eof || x->reqb.len > x->reqb.off;
