@@ -143,6 +143,30 @@ out_pending(const struct tls_conn *c, unsigned st)
     return (st & BR_SSL_SENDREC) != 0 || c->stash_off < c->stash_len;
 }
 
+/* Writes what the stash holds: 1 when it is empty, 0 when the inner
+ * stream is full (its on_drain follows), -1 on error (c->err). */
+static int
+send_stash(struct tls_conn *c)
+{
+    while (c->stash_off < c->stash_len) {
+        if (c->wblocked)
+            return 0;
+        ssize_t n = io_write(c->s.inner, c->stash + c->stash_off, c->stash_len - c->stash_off);
+        if (n > 0) {
+            c->stash_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && !would_block(errno)) {
+            c->err = errno;
+            return -1;
+        }
+        c->wblocked = 1;
+        return 0;
+    }
+    c->stash_off = c->stash_len = 0;
+    return 1;
+}
+
 /* Sends buffered records, the stash's first: 1 when none are left, 0 when
  * the inner stream is full (its on_drain follows), -1 on error (c->err). */
 static int
@@ -154,19 +178,17 @@ send_records(struct tls_conn *c)
         return 0;
     for (;;) {
         (void)stash_record(c);
-        int stashed = c->stash_off < c->stash_len;
-        if (stashed) {
-            buf = c->stash + c->stash_off;
-            len = c->stash_len - c->stash_off;
-        } else if ((buf = br_ssl_engine_sendrec_buf(c->eng, &len)) == NULL) {
-            break;
+        if (c->stash_off < c->stash_len) {
+            int r = send_stash(c);
+            if (r <= 0)
+                return r;
+            continue;
         }
+        if ((buf = br_ssl_engine_sendrec_buf(c->eng, &len)) == NULL)
+            break;
         ssize_t n = io_write(c->s.inner, buf, len);
         if (n > 0) {
-            if (!stashed)
-                br_ssl_engine_sendrec_ack(c->eng, (size_t)n);
-            else if ((c->stash_off += (size_t)n) == c->stash_len)
-                c->stash_off = c->stash_len = 0;
+            br_ssl_engine_sendrec_ack(c->eng, (size_t)n);
             if ((size_t)n == len)
                 continue;
         } else if (n < 0 && !would_block(errno)) {
@@ -535,8 +557,15 @@ st_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
                     c->err = e == BR_ERR_OK ? EPIPE : stream_errno(e);
                     return total ? (ssize_t)total : fail_with(c->err);
                 }
-                if (!stash_record(c) && send_records(c) < 0)
-                    return total ? (ssize_t)total : fail_with(c->err);
+                /* A small output side: into the stash, which goes out
+                 * (alone) only when full; else the record itself. */
+                if (!stash_record(c)) {
+                    int r = c->coalesce ? send_stash(c) : 1;
+                    if (r > 0 && !stash_record(c))
+                        r = send_records(c);
+                    if (r < 0)
+                        return total ? (ssize_t)total : fail_with(c->err);
+                }
                 buf = br_ssl_engine_sendapp_buf(eng, &len);
                 if (buf == NULL) {
                     full = 1;
