@@ -109,7 +109,7 @@ on_request(void *ud, struct mitm_request *m, struct mitm_reply *out)
     unsigned k = T.hooked++;
     if (!(T.opt & OPT_EDITS))
         return 0;
-    switch (k % 6) {
+    switch (k % 7) {
     case 0:
         (void)http_fwd_field_set(&m->req->fields, MEM_SLICE_LIT("X-Fuzz"), MEM_SLICE_LIT("1"));
         return 0;
@@ -128,6 +128,9 @@ on_request(void *ud, struct mitm_request *m, struct mitm_reply *out)
             m->body = "replaced";
             m->body_len = 8;
         }
+        return 0;
+    case 5: /* plain http:// to the same name: HTTP/1.1 without TLS, no connection */
+        m->scheme = "http";
         return 0;
     default:
         return 0;
