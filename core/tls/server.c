@@ -406,11 +406,17 @@ struct tls_handshake *
 tls_server_start_alpn(const struct tls_server_cfg *cfg, struct io_stream *inner,
                       const char *const *alpn, size_t nalpn, tls_handshake_cb cb, void *arg)
 {
-    struct tls_server *s = calloc(1, sizeof(*s));
+    /* Zeroed but for the engine's input buffer, which it only reads where
+     * a record was written: an idle connection's small records fill its
+     * first page, so the other pages (12 KiB) are never backed. */
+    struct tls_server *s = malloc(sizeof(*s));
     if (s == NULL) {
         io_close(inner, 0);
         return NULL;
     }
+    size_t ib = offsetof(struct tls_server, c.ibuf), ie = ib + sizeof(s->c.ibuf);
+    memset(s, 0, ib);
+    memset((char *)s + ie, 0, sizeof(*s) - ie);
     /* The reference count and the session cache are bookkeeping; the
      * configuration itself stays as it was made. */
     s->cfg = (struct tls_server_cfg *)cfg;
