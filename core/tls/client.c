@@ -24,7 +24,6 @@ struct tls_client {
     char host[256];
     const char *alpn[ALPN_MAX];
     char *alpn_store;
-    unsigned char obuf[BR_SSL_BUFSIZE_OUTPUT]; /* the engine's output side; c.ibuf its input */
 };
 
 #define CLIENT_OF(conn) ((struct tls_client *)(void *)(conn))
@@ -232,7 +231,7 @@ tls_client_start(struct tls_ctx *t, struct io_stream *inner, const struct tls_cl
     br_ssl_engine_set_versions(eng, BR_TLS12, BR_TLS12);
     set_suites(eng);
     br_ssl_engine_add_flags(eng, BR_OPT_NO_RENEGOTIATION | BR_OPT_FAIL_ON_ALPN_MISMATCH);
-    br_ssl_engine_set_buffers_bidi(eng, c->c.ibuf, sizeof(c->c.ibuf), c->obuf, sizeof(c->obuf));
+    br_ssl_engine_set_buffer(eng, c->c.iobuf, sizeof(c->c.iobuf), 1);
     if (o->nalpn != 0)
         br_ssl_engine_set_protocol_names(eng, c->alpn, o->nalpn);
     tls_x509_init(&c->xw, c->xw.iplen ? NULL : c->host, o->skip_verify);

@@ -88,8 +88,6 @@ conn_free(struct tls_conn *c)
 {
     free(c->rec);
     c->rec = NULL;
-    free(c->stash);
-    c->stash = NULL;
     c->role->destroy(c);
 }
 
@@ -116,59 +114,8 @@ sync_reading(struct tls_conn *c)
     c->inner_reading = want;
 }
 
-/* A small output side (c->coalesce): the engine's finished record moves
- * to the stash, so the engine takes more plaintext before anything is
- * written. 1 when moved; 0 when there is none, or no room (or memory):
- * the record then goes out by itself. */
-static int
-stash_record(struct tls_conn *c)
-{
-    unsigned char *buf;
-    size_t len;
-    if (!c->coalesce || (buf = br_ssl_engine_sendrec_buf(c->eng, &len)) == NULL ||
-        c->stash_len + len > TLS_STASH_MAX)
-        return 0;
-    if (c->stash == NULL && (c->stash = malloc(TLS_STASH_MAX)) == NULL)
-        return 0;
-    memcpy(c->stash + c->stash_len, buf, len);
-    c->stash_len += len;
-    br_ssl_engine_sendrec_ack(c->eng, len);
-    return 1;
-}
-
-/* Record bytes wait for the inner stream (the engine's, or the stash's). */
-static int
-out_pending(const struct tls_conn *c, unsigned st)
-{
-    return (st & BR_SSL_SENDREC) != 0 || c->stash_off < c->stash_len;
-}
-
-/* Writes what the stash holds: 1 when it is empty, 0 when the inner
- * stream is full (its on_drain follows), -1 on error (c->err). */
-static int
-send_stash(struct tls_conn *c)
-{
-    while (c->stash_off < c->stash_len) {
-        if (c->wblocked)
-            return 0;
-        ssize_t n = io_write(c->s.inner, c->stash + c->stash_off, c->stash_len - c->stash_off);
-        if (n > 0) {
-            c->stash_off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && !would_block(errno)) {
-            c->err = errno;
-            return -1;
-        }
-        c->wblocked = 1;
-        return 0;
-    }
-    c->stash_off = c->stash_len = 0;
-    return 1;
-}
-
-/* Sends buffered records, the stash's first: 1 when none are left, 0 when
- * the inner stream is full (its on_drain follows), -1 on error (c->err). */
+/* Sends buffered records: 1 when none are left, 0 when the inner stream
+ * is full (its on_drain follows), -1 on error (c->err). */
 static int
 send_records(struct tls_conn *c)
 {
@@ -176,16 +123,7 @@ send_records(struct tls_conn *c)
     size_t len;
     if (c->wblocked)
         return 0;
-    for (;;) {
-        (void)stash_record(c);
-        if (c->stash_off < c->stash_len) {
-            int r = send_stash(c);
-            if (r <= 0)
-                return r;
-            continue;
-        }
-        if ((buf = br_ssl_engine_sendrec_buf(c->eng, &len)) == NULL)
-            break;
+    while ((buf = br_ssl_engine_sendrec_buf(c->eng, &len)) != NULL) {
         ssize_t n = io_write(c->s.inner, buf, len);
         if (n > 0) {
             br_ssl_engine_sendrec_ack(c->eng, (size_t)n);
@@ -198,8 +136,6 @@ send_records(struct tls_conn *c)
         c->wblocked = 1;
         return 0;
     }
-    free(c->stash); /* nothing waits: an idle connection holds no stash */
-    c->stash = NULL;
     return 1;
 }
 
@@ -328,7 +264,7 @@ hs_step(struct tls_conn *c)
             return;
         }
         wait_w = wait_r = 0;
-        if (out_pending(c, st)) {
+        if (st & BR_SSL_SENDREC) {
             int r = send_records(c);
             if (r < 0) {
                 hs_fail_errno(c, c->err);
@@ -373,7 +309,7 @@ pull(struct tls_conn *c)
         unsigned st = br_ssl_engine_current_state(c->eng);
         if (st & BR_SSL_CLOSED)
             return;
-        if (out_pending(c, st)) {
+        if (st & BR_SSL_SENDREC) {
             int r = send_records(c);
             if (r < 0)
                 return;
@@ -557,15 +493,8 @@ st_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
                     c->err = e == BR_ERR_OK ? EPIPE : stream_errno(e);
                     return total ? (ssize_t)total : fail_with(c->err);
                 }
-                /* A small output side: into the stash, which goes out
-                 * (alone) only when full; else the record itself. */
-                if (!stash_record(c)) {
-                    int r = c->coalesce ? send_stash(c) : 1;
-                    if (r > 0 && !stash_record(c))
-                        r = send_records(c);
-                    if (r < 0)
-                        return total ? (ssize_t)total : fail_with(c->err);
-                }
+                if (send_records(c) < 0)
+                    return total ? (ssize_t)total : fail_with(c->err);
                 buf = br_ssl_engine_sendapp_buf(eng, &len);
                 if (buf == NULL) {
                     full = 1;
@@ -663,7 +592,7 @@ finish_close(struct tls_conn *c)
     ev_timer_stop(c->s.loop, &c->linger);
     /* Unread input makes a socket's close send a RST that could overtake
      * the close_notify: drain what already arrived first. */
-    for (int i = 0; i < 4 && io_read(c->s.inner, c->ibuf, sizeof(c->ibuf)) > 0; i++)
+    for (int i = 0; i < 4 && io_read(c->s.inner, c->iobuf, sizeof(c->iobuf)) > 0; i++)
         ;
     io_close(c->s.inner, 0);
     conn_free(c);

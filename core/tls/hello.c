@@ -1,4 +1,3 @@
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,9 +51,9 @@ vec(struct cur *c, size_t w, struct cur *sub)
 }
 
 /* 1 if one name of the ALPN extension body |ext| is in |names|, 0 if none
- * is, -1 if it is malformed; |*first|: names[0] is among them. */
+ * is, -1 if it is malformed. */
 static int
-alpn_overlap(struct cur ext, const char *const *names, size_t nnames, int *first)
+alpn_overlap(struct cur ext, const char *const *names, size_t nnames)
 {
     struct cur list, name;
     int hit = 0;
@@ -65,75 +64,48 @@ alpn_overlap(struct cur ext, const char *const *names, size_t nnames, int *first
             return -1;
         size_t len = (size_t)(name.end - name.p);
         for (size_t i = 0; i < nnames; i++)
-            if (strlen(names[i]) == len && memcmp(names[i], name.p, len) == 0) {
+            if (strlen(names[i]) == len && memcmp(names[i], name.p, len) == 0)
                 hit = 1;
-                *first |= i == 0;
-            }
     }
     return hit;
-}
-
-/* The walk both questions share: -1 on any doubt, else 0 with |*alpn|
- * -2 (no ALPN extension), 0 or 1 (alpn_overlap) and |*first| set. */
-static int
-scan(const unsigned char *rec, size_t len, const char *const *names, size_t nnames,
-     unsigned char id[32], size_t *idlen, int *alpn, int *first)
-{
-    struct cur r = {rec, rec + len}, body, hello, sid, skip, exts, ext;
-    const unsigned char *b;
-    *alpn = -2; /* not seen */
-    *first = 0;
-    *idlen = 0;
-    /* One handshake record holding the whole ClientHello. */
-    if (take(&r, 3, &b) != 0 || b[0] != 22 || b[1] != 3 || vec(&r, 2, &body) != 0 ||
-        r.p != r.end)
-        return -1;
-    if (take(&body, 1, &b) != 0 || b[0] != 1 || vec(&body, 3, &hello) != 0)
-        return -1;
-    if (take(&hello, 2 + 32, &b) != 0 || vec(&hello, 1, &sid) != 0 ||
-        (size_t)(sid.end - sid.p) > 32 || vec(&hello, 2, &skip) != 0 ||
-        vec(&hello, 1, &skip) != 0)
-        return -1;
-    if (hello.p != hello.end) {
-        if (vec(&hello, 2, &exts) != 0 || hello.p != hello.end)
-            return -1;
-        while (exts.p < exts.end) {
-            if (take(&exts, 2, &b) != 0 || vec(&exts, 2, &ext) != 0)
-                return -1;
-            if ((b[0] << 8 | b[1]) != 16) /* application_layer_protocol_negotiation */
-                continue;
-            if (*alpn != -2)
-                return -1;
-            *alpn = alpn_overlap(ext, names, nnames, first);
-            if (*alpn < 0)
-                return -1;
-        }
-    }
-    *idlen = (size_t)(sid.end - sid.p);
-    memcpy(id, sid.p, *idlen);
-    return 0;
 }
 
 int
 tls_hello_resume_ok(const unsigned char *rec, size_t len, const char *const *names,
                     size_t nnames, unsigned char id[32], size_t *idlen)
 {
-    int alpn, first;
-    if (scan(rec, len, names, nnames, id, idlen, &alpn, &first) != 0) {
-        *idlen = 0;
+    struct cur r = {rec, rec + len}, body, hello, sid, skip, exts, ext;
+    const unsigned char *b;
+    int alpn = -2; /* not seen */
+    *idlen = 0;
+    /* One handshake record holding the whole ClientHello. */
+    if (take(&r, 3, &b) != 0 || b[0] != 22 || b[1] != 3 || vec(&r, 2, &body) != 0 ||
+        r.p != r.end)
         return 0;
+    if (take(&body, 1, &b) != 0 || b[0] != 1 || vec(&body, 3, &hello) != 0)
+        return 0;
+    if (take(&hello, 2 + 32, &b) != 0 || vec(&hello, 1, &sid) != 0 ||
+        (size_t)(sid.end - sid.p) > 32 || vec(&hello, 2, &skip) != 0 ||
+        vec(&hello, 1, &skip) != 0)
+        return 0;
+    if (hello.p != hello.end) {
+        if (vec(&hello, 2, &exts) != 0 || hello.p != hello.end)
+            return 0;
+        while (exts.p < exts.end) {
+            if (take(&exts, 2, &b) != 0 || vec(&exts, 2, &ext) != 0)
+                return 0;
+            if ((b[0] << 8 | b[1]) != 16) /* application_layer_protocol_negotiation */
+                continue;
+            if (alpn != -2)
+                return 0;
+            alpn = alpn_overlap(ext, names, nnames);
+            if (alpn < 0)
+                return 0;
+        }
     }
+    *idlen = (size_t)(sid.end - sid.p);
+    memcpy(id, sid.p, *idlen);
     return alpn != 0;
-}
-
-int
-tls_hello_offers_first(const unsigned char *rec, size_t len, const char *const *names,
-                       size_t nnames)
-{
-    unsigned char id[32];
-    size_t idlen;
-    int alpn, first;
-    return nnames > 0 && scan(rec, len, names, nnames, id, &idlen, &alpn, &first) == 0 && first;
 }
 
 /* ---- the first record ------------------------------------------------ */
@@ -156,19 +128,14 @@ feed(struct tls_conn *c, const unsigned char *p, size_t len)
     }
 }
 
-/* -1 (ENOMEM) when the role could not take the record. */
-static int
+static void
 first_done(struct tls_conn *c, const unsigned char *rec, size_t len)
 {
     c->peek = 0;
-    int rc = c->role->first_record(c, rec, len);
-    if (rc == 0)
-        feed(c, rec, len);
+    c->role->first_record(c, rec, len);
+    feed(c, rec, len);
     free(c->rec);
     c->rec = NULL;
-    if (rc != 0)
-        errno = ENOMEM;
-    return rc;
 }
 
 ssize_t
@@ -181,14 +148,15 @@ tls_conn_read_first(struct tls_conn *c)
             return n;
         c->rec_len = (size_t)c->hdr[3] << 8 | c->hdr[4];
         if (c->hdr[0] != 22 || c->rec_len == 0 || c->rec_len > RECORD_MAX ||
-            (c->rec = malloc(sizeof(c->hdr) + c->rec_len)) == NULL)
-            return first_done(c, c->hdr, sizeof(c->hdr)) != 0 ? -1 : n;
+            (c->rec = malloc(sizeof(c->hdr) + c->rec_len)) == NULL) {
+            first_done(c, c->hdr, sizeof(c->hdr));
+            return n;
+        }
         memcpy(c->rec, c->hdr, sizeof(c->hdr));
         return n;
     }
     n = io_read(c->s.inner, c->rec + c->rec_have, sizeof(c->hdr) + c->rec_len - c->rec_have);
-    if (n > 0 && (c->rec_have += (size_t)n) == sizeof(c->hdr) + c->rec_len &&
-        first_done(c, c->rec, c->rec_have) != 0)
-        return -1;
+    if (n > 0 && (c->rec_have += (size_t)n) == sizeof(c->hdr) + c->rec_len)
+        first_done(c, c->rec, c->rec_have);
     return n;
 }

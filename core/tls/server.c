@@ -24,8 +24,6 @@ struct tls_server {
     int resume_ok; /* this ClientHello may resume */
     const char *const *alpn; /* what this connection offers: the cfg's, or the caller's */
     size_t nalpn;
-    unsigned char *obuf; /* the engine's output side (c.ibuf its input), set by the hello */
-    size_t obuf_len;
 };
 
 #define SERVER_OF(conn) ((struct tls_server *)(void *)(conn))
@@ -282,25 +280,12 @@ tls_server_cfg_stats(const struct tls_server_cfg *cfg, struct tls_server_stats *
 
 /* ---- the role -------------------------------------------------------------- */
 
-/* The ClientHello says what the output side must be: a client that will
- * speak h2 gets 4 KiB records (an idle h2 connection is most of what a
- * browser keeps open, and its bulk writes are stashed back to 16 KiB per
- * syscall); others get 16 KiB. The engine has seen nothing yet, so it is
- * reset onto the new buffers. -1 when out of memory. */
-static int
+static void
 server_first_record(struct tls_conn *c, const unsigned char *rec, size_t len)
 {
     struct tls_server *s = SERVER_OF(c);
     s->resume_ok = tls_hello_resume_ok(rec, len, s->alpn, s->nalpn, c->offered_id,
                                        &c->offered_len);
-    c->coalesce = strcmp(s->alpn[0], "h2") == 0 &&
-                  tls_hello_offers_first(rec, len, s->alpn, s->nalpn);
-    s->obuf_len = c->coalesce ? TLS_OUT_SMALL : BR_SSL_BUFSIZE_OUTPUT;
-    if ((s->obuf = malloc(s->obuf_len)) == NULL)
-        return -1;
-    br_ssl_engine_set_buffers_bidi(&s->sc.eng, c->ibuf, sizeof(c->ibuf), s->obuf, s->obuf_len);
-    (void)br_ssl_server_reset(&s->sc); /* a failure closes the engine: the handshake says so */
-    return 0;
 }
 
 static int
@@ -356,10 +341,6 @@ server_destroy(struct tls_conn *c)
 {
     struct tls_server *s = SERVER_OF(c);
     tls_server_cfg_free(s->cfg);
-    if (s->obuf != NULL) {
-        explicit_bzero(s->obuf, s->obuf_len);
-        free(s->obuf);
-    }
     explicit_bzero(s, sizeof(*s));
     free(s);
 }
@@ -406,15 +387,15 @@ struct tls_handshake *
 tls_server_start_alpn(const struct tls_server_cfg *cfg, struct io_stream *inner,
                       const char *const *alpn, size_t nalpn, tls_handshake_cb cb, void *arg)
 {
-    /* Zeroed but for the engine's input buffer, which it only reads where
-     * a record was written: an idle connection's small records fill its
-     * first page, so the other pages (12 KiB) are never backed. */
+    /* Zeroed but for the engine's buffer, which it reads only where records
+     * were written: an idle connection's small records touch a page or two
+     * of each side, so the rest (about 28 KiB) is never backed. */
     struct tls_server *s = malloc(sizeof(*s));
     if (s == NULL) {
         io_close(inner, 0);
         return NULL;
     }
-    size_t ib = offsetof(struct tls_server, c.ibuf), ie = ib + sizeof(s->c.ibuf);
+    size_t ib = offsetof(struct tls_server, c.iobuf), ie = ib + sizeof(s->c.iobuf);
     memset(s, 0, ib);
     memset((char *)s + ie, 0, sizeof(*s) - ie);
     /* The reference count and the session cache are bookkeeping; the
@@ -429,9 +410,7 @@ tls_server_start_alpn(const struct tls_server_cfg *cfg, struct io_stream *inner,
     set_suites(eng);
     br_ssl_engine_add_flags(eng, BR_OPT_NO_RENEGOTIATION | BR_OPT_ENFORCE_SERVER_PREFERENCES |
                                      BR_OPT_FAIL_ON_ALPN_MISMATCH);
-    /* Input only until the ClientHello (server_first_record): the output
-     * side's size depends on it, and nothing is sent before it. */
-    br_ssl_engine_set_buffers_bidi(eng, s->c.ibuf, sizeof(s->c.ibuf), NULL, 0);
+    br_ssl_engine_set_buffer(eng, s->c.iobuf, sizeof(s->c.iobuf), 1);
     br_ssl_engine_set_protocol_names(eng, (const char **)s->alpn, s->nalpn);
     br_ssl_server_set_cache(&s->sc, &s->cfg->cache.vtable);
     tls_conn_start(&s->c, &server_role, eng, inner, cb, arg);

@@ -30,9 +30,8 @@ struct tls_conn_role {
     int (*reason)(struct tls_conn *c, int e, const char **why);
     /* NULL, or called once with the first record the peer sent (header
      * included, whole unless |len| < 5 + its length) before the engine
-     * sees any of it: the server reads the ClientHello there (and sets
-     * the engine's output side up). 0, or -1 when out of memory. */
-    int (*first_record)(struct tls_conn *c, const unsigned char *rec, size_t len);
+     * sees any of it: the server reads the ClientHello there. */
+    void (*first_record)(struct tls_conn *c, const unsigned char *rec, size_t len);
     /* Frees the whole object (wiping the keys). */
     void (*destroy)(struct tls_conn *c);
     /* "client" or "server", and the peer's name (the host, the SNI; may
@@ -60,7 +59,6 @@ struct tls_conn {
     unsigned ieof : 1;         /* the inner stream ended */
     unsigned shut : 1, shut_done : 1, notified : 1; /* notified: our close_notify is queued */
     unsigned want_drain : 1, lingering : 1, resumed : 1;
-    unsigned coalesce : 1;     /* a small output side: records go out through |stash| */
     /* The first record, held until it is whole (first_record only); a
      * client keeps the first bytes it got in hdr too (rec_have of them),
      * to tell a peer that speaks no TLS at all. */
@@ -74,22 +72,8 @@ struct tls_conn {
     unsigned char offered_id[32];
     double t0; /* ev_now at the start: the handshake's time, in the debug log */
     char why[160];
-    /* A small output side's records, gathered while the owner writes so a
-     * bulk write is not one syscall per 4 KiB record; allocated only while
-     * records wait for the inner stream (TLS_STASH_MAX at most). */
-    unsigned char *stash;
-    size_t stash_len, stash_off;
-    /* The engine's input side: whole records of up to 16 KiB, whatever
-     * the peer sends. The output side is the role's (server.c: 4 KiB for
-     * an h2 client, TLS_OUT_SMALL). */
-    unsigned char ibuf[BR_SSL_BUFSIZE_INPUT];
+    unsigned char iobuf[BR_SSL_BUFSIZE_BIDI];
 };
-
-/* An output side for 4 KiB records (an idle h2 client's memory: 12 KiB
- * less than BR_SSL_BUFSIZE_OUTPUT), and the stash that keeps bulk writes
- * at 16 KiB per syscall. */
-#define TLS_OUT_SMALL (4096 + 85)
-#define TLS_STASH_MAX (4 * TLS_OUT_SMALL)
 
 /* Ties |c| (zeroed) to |inner|, whose callbacks it takes over, and
  * schedules the first handshake step; the role sets up and resets |eng|
@@ -99,8 +83,7 @@ void tls_conn_start(struct tls_conn *c, const struct tls_conn_role *role,
                     void *arg);
 /* hello.c: reads the first record from the inner stream, as io_read,
  * holding it until it is whole (or is no sane handshake record), then
- * shows it to role->first_record and hands it to the engine (-1 with
- * ENOMEM when the role could not take it). */
+ * shows it to role->first_record and hands it to the engine. */
 ssize_t tls_conn_read_first(struct tls_conn *c);
 /* Makes the first step report |why| (EINVAL) instead of handshaking. */
 void tls_conn_start_fail(struct tls_conn *c, const char *why);
@@ -271,10 +254,6 @@ int tls_pem_is_cert(const char *name);
  * |id|/|idlen| get the session ID it asks to resume (idlen 0: none). */
 int tls_hello_resume_ok(const unsigned char *rec, size_t len, const char *const *names,
                         size_t nnames, unsigned char id[32], size_t *idlen);
-/* 1 when that ClientHello is well-formed and its ALPN list offers
- * names[0]: our first choice, which then wins (server preference). */
-int tls_hello_offers_first(const unsigned char *rec, size_t len, const char *const *names,
-                           size_t nnames);
 
 /* The session cache, wrapping BearSSL's LRU: load() refuses (a full
  * handshake follows) unless the connection's ClientHello passed

@@ -413,46 +413,6 @@ test_over_memory_stream(void **state)
     ev_loop_destroy(loop);
 }
 
-/* The server's output side follows the ClientHello: an h2 client gets 4
- * KiB records, stashed back to about 16 KiB per write of the inner stream;
- * an http/1.1 one 16 KiB records, one write each. Either way the bytes
- * arrive whole. */
-static size_t
-server_writes(struct ev_loop *loop, const char *const *alpn, size_t nalpn, const char *want)
-{
-    struct io_stream *ends[2];
-    tt_mem_pair(loop, 4 << 20, ends);
-    struct tls_client_opts o = {.host = "localhost", .port = 1, .alpn = alpn, .nalpn = nalpn};
-    struct pair p;
-    handshake_pair(loop, F.ctx, F.cfg, ends[0], ends[1], &o, &p);
-    assert_int_equal(p.s.err, 0);
-    assert_string_equal(tls_stream_alpn(p.s.s), want);
-    struct tt_mem *srv = (struct tt_mem *)p.s.s->inner;
-    unsigned w0 = srv->writes;
-    struct tt_peer a, b;
-    both_ways(loop, p.c.s, p.s.s, 256 * 1024, 0, &a, &b);
-    unsigned n = srv->writes - w0;
-    io_close(p.c.s, 0);
-    io_close(p.s.s, 0);
-    tt_run_for(loop, 0.05);
-    return n;
-}
-
-static void
-test_small_output_side_coalesced(void **state)
-{
-    NEED_OPENSSL();
-    struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-    static const char *const h1[] = {"http/1.1"};
-    size_t h2w = server_writes(loop, h2_h1, 2, "h2");
-    size_t h1w = server_writes(loop, h1, 1, "http/1.1");
-    print_message("256 KiB from the server: %zu writes for h2, %zu for http/1.1\n", h2w, h1w);
-    /* 64 records of 4 KiB: without the stash, 64 writes at least. */
-    assert_true(h2w >= 16 && h2w <= 24);
-    assert_true(h1w >= 16 && h1w <= 24);
-    ev_loop_destroy(loop);
-}
-
 /* TLS over TLS over TCP: the inner TLS streams buffer decoded bytes and
  * push readiness, the outer ones run over them as over a socket. */
 static void
@@ -656,7 +616,6 @@ main(void)
         cmocka_unit_test(test_reset_wakes_a_waiting_writer),
         cmocka_unit_test(test_bytes_left_inside),
         cmocka_unit_test(test_over_memory_stream),
-        cmocka_unit_test(test_small_output_side_coalesced),
         cmocka_unit_test(test_tls_over_tls),
         cmocka_unit_test(test_handshake_failures),
         cmocka_unit_test(test_resumption_and_the_alpn_guard),

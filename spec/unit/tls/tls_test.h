@@ -652,7 +652,6 @@ struct tt_mem {
     unsigned char *buf;  /* bytes for us to read */
     size_t len, cap;
     int reading, want_drain, shut, peer_shut, peer_reset;
-    unsigned writes; /* writev calls that took bytes */
     struct io_soon rk, dk;
 };
 
@@ -726,8 +725,6 @@ tt_mem_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
         p->len += k;
         total += k;
     }
-    if (total > 0)
-        m->writes++;
     if (total > 0 && p->reading)
         io_soon_arm(s->loop, &p->rk);
     if (total < want)
