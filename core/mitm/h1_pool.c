@@ -146,18 +146,32 @@ mitm_h1_park(struct mitm *m, const struct flow *f, const char *host, uint16_t po
     }
 }
 
+/* The newest idle connection of the key, or NULL. A walk: at most
+ * MITM_H1_IDLE_MAX entries, and the newest match is usually first. */
+static struct mitm_h1_idle *
+find(const struct mitm_h1_pool *p, const struct flow *f, const char *host, uint16_t port,
+     int plain)
+{
+    for (struct mitm_h1_idle *e = p != NULL ? p->head : NULL; e != NULL; e = e->next)
+        if (e->port == port && e->plain == plain && e->policy == f->policy &&
+            e->policy_name == f->policy_name && strcasecmp(e->host, host) == 0)
+            return e;
+    return NULL;
+}
+
+int
+mitm_h1_has(const struct mitm *m, const struct flow *f, const char *host, uint16_t port,
+            int plain)
+{
+    return find(m->h1pool, f, host, port, plain) != NULL;
+}
+
 struct io_stream *
 mitm_h1_take(struct mitm *m, const struct flow *f, const char *host, uint16_t port, int plain)
 {
     struct mitm_h1_pool *p = m->h1pool;
-    if (p == NULL)
-        return NULL;
-    /* A walk: at most MITM_H1_IDLE_MAX entries, and the newest match is
-     * usually first. */
-    for (struct mitm_h1_idle *e = p->head; e != NULL; e = e->next) {
-        if (e->port != port || e->plain != plain || e->policy != f->policy ||
-            e->policy_name != f->policy_name || strcasecmp(e->host, host) != 0)
-            continue;
+    struct mitm_h1_idle *e = find(p, f, host, port, plain);
+    if (e != NULL) {
         struct io_stream *s = e->s;
         unlink_idle(p, e);
         free(e);

@@ -27,6 +27,7 @@ struct h2h1 {
     struct flow f; /* the key of the pool, and what a new connection opens through */
     char host[FLOW_NAME_MAX + 1];
     uint16_t port;
+    int plain; /* http:// (a rewrite's): no TLS */
     struct flow_open *oc;
     struct tls_handshake *hs;
     struct io_stream *up;
@@ -192,13 +193,12 @@ parse(struct h2h1 *h)
                 return -1;
             }
             if (res.status >= 100 && res.status < 200) {
-                used += (size_t)n; /* interim: 100 Continue and the like */
+                /* Interim (100 Continue and the like): dropped, and what
+                 * follows moves up, so the final head is parsed where
+                 * on_head reads it (|res| points into the buffer). */
+                memmove(h->in, h->in + n, h->in_len - (size_t)n);
+                h->in_len -= (size_t)n;
                 continue;
-            }
-            if (used > 0) {
-                memmove(h->in, h->in + used, h->in_len - used);
-                h->in_len -= used;
-                used = 0;
             }
             if (on_head(h, &res, (size_t)n) != 0)
                 return -1;
@@ -248,7 +248,7 @@ finish(struct h2h1 *h)
     if (h->req_out && h->in_len == 0 && !x->resp.close && h->body.kind != HTTP_BODY_CLOSE) {
         io_read_stop(h->up);
         io_set_callbacks(h->up, NULL, NULL, NULL);
-        mitm_h1_park(h->m, &h->f, h->host, h->port, 0, h->up);
+        mitm_h1_park(h->m, &h->f, h->host, h->port, h->plain, h->up);
         h->up = NULL;
     }
     h_end(h, 0, NULL);
@@ -334,6 +334,10 @@ on_open(void *arg, const struct flow_upstream *r)
         h_fail(h, r->why != NULL ? r->why : "connect failed");
         return;
     }
+    if (h->plain) {
+        start(h, r->stream);
+        return;
+    }
     h->hs = mitm_upstream_tls(h->m, r->stream, h->host, h->port, alpn_h1, 1, on_tls, h);
     if (h->hs == NULL)
         h_fail(h, "out of memory");
@@ -346,6 +350,12 @@ request_head(struct h2h1 *h)
 {
     struct h2x *x = h->x;
     struct mem_slice head;
+    /* "te: trailers" is the h2 client's; an HTTP/1.1 origin would take it
+     * as hop-by-hop without Connection: TE, and its trailers are dropped
+     * here anyway. */
+    if (http_fwd_field_get(&x->req.fields, "te") != NULL &&
+        http_fwd_field_del(&x->req.fields, MEM_SLICE_LIT("te")) < 0)
+        return -1;
     if (http_fwd_request_head(&x->req, &head) != 0)
         return -1;
     int body = !x->req_eof || x->reqb.len > x->reqb.off;
@@ -366,7 +376,7 @@ request_head(struct h2h1 *h)
 
 int
 mitm_h2h1_submit(struct mitm *m, const struct flow *f, const char *host, uint16_t port,
-                 struct h2x *x)
+                 int plain, struct h2x *x)
 {
     struct h2h1 *h = calloc(1, sizeof(*h));
     if (h == NULL || (h->in = malloc(H2H1_IN)) == NULL) {
@@ -376,18 +386,15 @@ mitm_h2h1_submit(struct mitm *m, const struct flow *f, const char *host, uint16_
     h->m = m;
     h->x = x;
     io_soon_init(&h->soon, on_readable, h);
-    h->f = *f;
-    h->f.sniffed = NULL; /* the flow's own: it may end before this exchange */
-    h->f._owner = NULL;
-    h->f._prev = h->f._next = NULL;
     snprintf(h->host, sizeof(h->host), "%s", host);
     h->port = port;
-    if (request_head(h) != 0) {
+    h->plain = plain;
+    if (mitm_flow_to(&h->f, f, host, port) != 0 || request_head(h) != 0) {
         h_free(h, 1);
         return -1;
     }
     x->h1 = h;
-    struct io_stream *up = mitm_h1_take(m, f, host, port, 0);
+    struct io_stream *up = mitm_h1_take(m, f, host, port, plain);
     if (up != NULL) {
         start(h, up);
         return 0;

@@ -199,11 +199,12 @@ int h2_body_response_replace(struct h2x *x, const char *body, size_t len);
 
 /* ---- h2_h1.c ------------------------------------------------------------- */
 
-/* Sends |x| (headers done, hooks run) to an HTTP/1.1-only origin: over an
- * idle connection of the h1 pool, else a new one. 0, or -1 (out of
- * memory: answer 502). The rest as the h2 upstream's calls below. */
+/* Sends |x| (headers done, hooks run) to an HTTP/1.1-only origin (over
+ * TLS, or plain for a rewrite's http:// URL): over an idle connection of
+ * the h1 pool, else a new one. 0, or -1 (out of memory, or a host that is
+ * no usable name: answer 502). The rest as the h2 upstream's calls below. */
 int mitm_h2h1_submit(struct mitm *m, const struct flow *f, const char *host, uint16_t port,
-                     struct h2x *x);
+                     int plain, struct h2x *x);
 void mitm_h2h1_consumed(struct h2x *x);
 void mitm_h2h1_data(struct h2x *x);
 void mitm_h2h1_cancel(struct h2x *x);
@@ -221,6 +222,13 @@ void mitm_h2_pool_adopt(struct mitm *m, const struct flow *f, const char *host, 
                         struct io_stream *tls);
 /* 1 when an h2 connection for the key exists (open or opening). */
 int mitm_h2_pool_has(struct mitm *m, const struct flow *f, const char *host, uint16_t port);
+/* Sends |x| to an origin other than its flow's (a rewrite named it):
+ * HTTP/1.1 for a plain URL, for an origin known to speak only that, or
+ * one with an idle h1 connection and no h2 one; else h2, on a connection
+ * that offers both and falls back to HTTP/1.1 (h2_h1.c) for every stream
+ * that waited on it when the origin chose that. 0, or -1 as below. */
+int mitm_h2_route(struct mitm *m, const struct flow *f, const char *host, uint16_t port,
+                  int plain, struct h2x *x);
 /* Sends the request of |x| (headers done, hooks run) on a connection of
  * the key: an open one with a free stream slot, else a new one. 0, or -1
  * (out of memory: answer 502). */

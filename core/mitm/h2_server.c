@@ -246,9 +246,12 @@ run_request_hooks(struct h2_srv *srv, struct h2x *x)
         to = buf;
         port = x->req.port;
     }
-    /* The flow's origin speaks only HTTP/1.1: translated (h2_h1.c). */
-    int rc = to == s->host && !s->up_h2 ? mitm_h2h1_submit(m, s->f, to, port, x)
-                                        : mitm_h2_up_submit(m, s->f, to, port, x);
+    /* The flow's origin as its handshake found it (one speaking only
+     * HTTP/1.1 is translated: h2_h1.c); another as mitm_h2_route finds it. */
+    int plain = x->mreq.scheme != NULL && strcmp(x->mreq.scheme, "http") == 0;
+    int rc = to != s->host || plain ? mitm_h2_route(m, s->f, to, port, plain, x)
+             : s->up_h2             ? mitm_h2_up_submit(m, s->f, to, port, x)
+                                    : mitm_h2h1_submit(m, s->f, to, port, 0, x);
     if (rc != 0)
         reply_failed(srv, x, "out of memory");
 }

@@ -410,12 +410,7 @@ up_new(struct mitm *m, const struct flow *f, const char *host, uint16_t port)
     u->port = port;
     u->policy = f->policy;
     u->policy_name = f->policy_name;
-    u->f = *f;
-    u->f.sniffed = NULL; /* the flow's own: it may end before this connection */
-    u->f._owner = NULL;
-    u->f._prev = u->f._next = NULL;
-    if ((strcasecmp(host, mitm_flow_host(f, (char[64]){0}, 64)) != 0 || port != f->dst.port) &&
-        flow_addr_from_host(&u->f.dst, host, strlen(host), port) != 0) {
+    if (mitm_flow_to(&u->f, f, host, port) != 0) {
         free(u);
         return NULL;
     }
@@ -454,6 +449,27 @@ mitm_h2_pool_has(struct mitm *m, const struct flow *f, const char *host, uint16_
     return 0;
 }
 
+/* The origin chose HTTP/1.1: remembered, and every stream that waited on
+ * this connection is translated (h2_h1.c) instead, the first over this
+ * very connection (through the h1 pool), the others on new ones. */
+static void
+h1_fallback(struct h2_up *u, struct io_stream *tls, const char *alpn)
+{
+    struct mitm *m = u->pool->m;
+    LOG_INFO("mitm: %s:%u speaks HTTP/1.1 (ALPN %s): its streams are translated (%u waited)",
+             u->host, u->port, alpn ? alpn : "none", u->nwait);
+    mitm_h1_known_add(m, u->host, u->port);
+    mitm_h1_park(m, &u->f, u->host, u->port, 0, tls);
+    while (u->xs != NULL) {
+        struct h2x *x = u->xs;
+        x_unlink(u, x);
+        u->nwait--;
+        if (mitm_h2h1_submit(m, &u->f, u->host, u->port, 0, x) != 0)
+            mitm_h2_server_upstream_closed(x, -1, "out of memory");
+    }
+    up_free(u, "the origin speaks HTTP/1.1");
+}
+
 static void
 on_up_tls(void *arg, struct io_stream *tls, int err, const char *why)
 {
@@ -466,10 +482,7 @@ on_up_tls(void *arg, struct io_stream *tls, int err, const char *why)
     }
     const char *alpn = tls_stream_alpn(tls);
     if (alpn == NULL || strcmp(alpn, "h2") != 0) {
-        io_close(tls, 0);
-        LOG_INFO("mitm: %s:%u does not speak h2 (ALPN %s): its h2 requests get 502", u->host,
-                 u->port, alpn ? alpn : "none");
-        up_free(u, "the origin does not speak HTTP/2");
+        h1_fallback(u, tls, alpn);
         return;
     }
     if (up_session(u, tls) != 0)
@@ -526,6 +539,16 @@ mitm_h2_up_submit(struct mitm *m, const struct flow *f, const char *host, uint16
     x->uid = 0;
     opening->nwait++;
     return 0;
+}
+
+int
+mitm_h2_route(struct mitm *m, const struct flow *f, const char *host, uint16_t port, int plain,
+              struct h2x *x)
+{
+    if (plain || (!mitm_h2_pool_has(m, f, host, port) &&
+                  (mitm_h1_known(m, host, port) || mitm_h1_has(m, f, host, port, 0))))
+        return mitm_h2h1_submit(m, f, host, port, plain, x);
+    return mitm_h2_up_submit(m, f, host, port, x);
 }
 
 void

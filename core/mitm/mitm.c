@@ -28,6 +28,19 @@ mitm_flow_host(const struct flow *f, char *buf, size_t len)
     return buf;
 }
 
+int
+mitm_flow_to(struct flow *out, const struct flow *f, const char *host, uint16_t port)
+{
+    char buf[64];
+    *out = *f;
+    out->sniffed = NULL; /* the flow's own: it may end before |out| */
+    out->_owner = NULL;
+    out->_prev = out->_next = NULL;
+    if (strcasecmp(host, mitm_flow_host(f, buf, sizeof(buf))) == 0 && port == f->dst.port)
+        return 0;
+    return flow_addr_from_host(&out->dst, host, strlen(host), port);
+}
+
 static int
 live(const struct mitm_bypass *b, double now)
 {

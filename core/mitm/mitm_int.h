@@ -106,6 +106,10 @@ struct mitm_sess {
 
 /* mitm.c */
 const char *mitm_flow_host(const struct flow *f, char *buf, size_t len);
+/* |out| as |f| (but for what |f| owns), going to |host|:|port|: the
+ * flow's own origin opens as the flow did (its address, or its fake IP's
+ * name), another (a rewrite's) by name. 0, or -1 for an unusable name. */
+int mitm_flow_to(struct flow *out, const struct flow *f, const char *host, uint16_t port);
 void mitm_bypass_add(struct mitm *m, const char *host);
 /* A client of |host| closed right after the handshake without a request:
  * 1 when that makes MITM_SILENT_REFUSALS in a row (a refusal). */
@@ -138,6 +142,9 @@ void mitm_h1_park(struct mitm *m, const struct flow *f, const char *host, uint16
                   struct io_stream *s);
 struct io_stream *mitm_h1_take(struct mitm *m, const struct flow *f, const char *host,
                                uint16_t port, int plain);
+/* 1 when an idle connection of that key waits (nothing is taken). */
+int mitm_h1_has(const struct mitm *m, const struct flow *f, const char *host, uint16_t port,
+                int plain);
 size_t mitm_h1_idle_count(const struct mitm *m);
 void mitm_h1_pool_free(struct mitm *m);
 
@@ -149,6 +156,10 @@ void mitm_h1_pool_free(struct mitm *m);
 int mitm_probe_wait(struct mitm_sess *s, struct io_stream *raw);
 void mitm_probe_done(struct mitm_sess *s, int h1);
 void mitm_probe_forget(struct mitm_sess *s);
+/* 1 while |host|:|port| is known to speak only HTTP/1.1 (for
+ * MITM_H1_KNOWN_SECS after a handshake said so); add remembers it. */
+int mitm_h1_known(struct mitm *m, const char *host, uint16_t port);
+void mitm_h1_known_add(struct mitm *m, const char *host, uint16_t port);
 /* session.c: a waiter's turn, with its own connection to the origin. */
 void mitm_sess_probed(struct mitm_sess *s, struct io_stream *raw);
 

@@ -35,6 +35,23 @@ known_h1(struct mitm *m, const char *host, uint16_t port)
 }
 
 int
+mitm_h1_known(struct mitm *m, const char *host, uint16_t port)
+{
+    return known_h1(m, host, port) != NULL;
+}
+
+void
+mitm_h1_known_add(struct mitm *m, const char *host, uint16_t port)
+{
+    if (known_h1(m, host, port) != NULL)
+        return;
+    struct mitm_h1_known *k = &m->h1known[m->h1known_next++ % MITM_H1_KNOWN];
+    snprintf(k->host, sizeof(k->host), "%s", host);
+    k->port = port;
+    k->until = ev_now(m->env->loop) + MITM_H1_KNOWN_SECS;
+}
+
+int
 mitm_probe_wait(struct mitm_sess *s, struct io_stream *raw)
 {
     struct mitm *m = s->m;
@@ -74,12 +91,8 @@ mitm_probe_done(struct mitm_sess *s, int h1)
     struct mitm *m = s->m;
     if (s->probe_state != MITM_PROBE_PROBING)
         return;
-    if (h1 && known_h1(m, s->host, s->port) == NULL) {
-        struct mitm_h1_known *k = &m->h1known[m->h1known_next++ % MITM_H1_KNOWN];
-        snprintf(k->host, sizeof(k->host), "%s", s->host);
-        k->port = s->port;
-        k->until = ev_now(m->env->loop) + MITM_H1_KNOWN_SECS;
-    }
+    if (h1)
+        mitm_h1_known_add(m, s->host, s->port);
     unlink_from(&m->probes, s);
     s->probe_state = MITM_PROBE_NONE;
     /* The waiters of this origin leave the list first: telling one starts

@@ -16,6 +16,7 @@
 #   header, Host); PUT /up/NAME stores the body in $NETNS_TMP/up/NAME.
 #   https://test.example:8443/ with a self-signed certificate: untrusted.
 #   https://test.example:8444/ speaking only TLS 1.3 (which BearSSL cannot).
+#   https://test.example:4473/ speaking h2 (and http/1.1): /echo says so.
 # chute's own CA is made in $CHUTE_STATE_DIR on first use.
 
 # shellcheck source=../netns.sh
@@ -96,6 +97,16 @@ http {
         ssl_certificate $NETNS_TMP/pki/self.pem;
         ssl_certificate_key $NETNS_TMP/pki/self.key;
         root $WWW;
+    }
+    server {
+        listen $SRV4:4473 ssl http2;
+        server_name _;
+        ssl_certificate $NETNS_TMP/pki/leaf.pem;
+        ssl_certificate_key $NETNS_TMP/pki/leaf.key;
+        location = /echo {
+            default_type text/plain;
+            return 200 "h2 origin uri=\$request_uri proto=\$server_protocol\n";
+        }
     }
 }
 NGX
