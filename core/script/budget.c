@@ -17,11 +17,14 @@
 #define TIME_FLOOR_NS 50000000ull
 #define TIME_PER_INSTRUCTION_NS 100ull
 
+/* The coarse clock (a few ms of resolution, against limits of 50 ms and
+ * up) costs 7 ns where the precise one costs 17, and every route() call
+ * reads it once. */
 static uint64_t
 now_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
