@@ -149,7 +149,24 @@ read_records(struct tls_conn *c)
     unsigned char *buf = br_ssl_engine_recvrec_buf(c->eng, &len);
     if (buf == NULL)
         return fail_with(EAGAIN);
-    ssize_t n = io_read(c->s.inner, buf, len);
+    ssize_t n;
+    if (c->ahead_len > 0) {
+        n = (ssize_t)(len < c->ahead_len ? len : c->ahead_len);
+        memcpy(buf, c->ahead, (size_t)n);
+        c->ahead_len -= (size_t)n;
+        memmove(c->ahead, c->ahead + n, c->ahead_len);
+    } else {
+        /* BearSSL asks for a header, then for the body: reading the next
+         * header with each body halves the reads. Every record has a body
+         * after its header, so held bytes never wait for a readiness
+         * callback that will not come. */
+        struct iovec v[2] = {{buf, len}, {c->ahead, sizeof(c->ahead)}};
+        n = io_readv(c->s.inner, v, 2);
+        if (n > (ssize_t)len) {
+            c->ahead_len = (size_t)n - len;
+            n = (ssize_t)len;
+        }
+    }
     if (n > 0) {
         if (c->rec_have < sizeof(c->hdr)) { /* a client's first bytes (tls_conn_reason) */
             size_t k = sizeof(c->hdr) - c->rec_have < (size_t)n ? sizeof(c->hdr) - c->rec_have
