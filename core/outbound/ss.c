@@ -305,26 +305,20 @@ taken(struct ss_stream *s, const struct walk *w, size_t n)
         ev_timer_again(s->base.loop, &s->quiet);
 }
 
-/* Reads the free part of the ring (its two spans: two reads when the
- * first one fills). As io_read. */
+/* Reads into the free part of the ring: its two spans at once. As
+ * io_read. */
 static ssize_t
 recv_more(struct ss_stream *s)
 {
-    size_t tail = s->cur_left > 0 ? s->cur : s->hd, got = 0;
-    size_t room = IN_CAP - (s->in_end - tail);
+    size_t tail = s->cur_left > 0 ? s->cur : s->hd;
+    size_t room = IN_CAP - (s->in_end - tail), at = s->in_end & IN_MASK;
+    size_t first = room < IN_CAP - at ? room : IN_CAP - at;
+    struct iovec v[2] = {{s->in + at, first}, {s->in, room - first}};
 
-    while (room > 0) {
-        size_t at = s->in_end & IN_MASK, want = room < IN_CAP - at ? room : IN_CAP - at;
-        ssize_t n = io_read(s->base.inner, s->in + at, want);
-        if (n <= 0)
-            return got > 0 ? (ssize_t)got : n;
+    ssize_t n = io_readv(s->base.inner, v, room > first ? 2 : 1);
+    if (n > 0)
         s->in_end += (size_t)n;
-        got += (size_t)n;
-        room -= (size_t)n;
-        if ((size_t)n < want)
-            break;
-    }
-    return (ssize_t)got;
+    return n;
 }
 
 static int
