@@ -149,20 +149,21 @@ busy(const struct guard *g)
 
 static ssize_t answer(struct guard *g, ssize_t n);
 
+/* 1 with errno set when a read or peek cannot reach the connection now:
+ * the retry failed, or one is under way. */
+static int
+unreadable(const struct guard *g)
+{
+    errno = g->err != 0 ? g->err : EAGAIN;
+    return g->err != 0 || busy(g);
+}
+
 static ssize_t
 guard_read(struct io_stream *s, void *buf, size_t len)
 {
     struct guard *g = (struct guard *)s;
 
-    if (g->err != 0) {
-        errno = g->err;
-        return -1;
-    }
-    if (busy(g)) {
-        errno = EAGAIN;
-        return -1;
-    }
-    return answer(g, io_read(s->inner, buf, len));
+    return unreadable(g) ? -1 : answer(g, io_read(s->inner, buf, len));
 }
 
 /* What the connection's read or peek said (|n|), as the flow sees it. */
@@ -188,14 +189,8 @@ guard_peek(struct io_stream *s, struct iovec *iov, int max)
 {
     struct guard *g = (struct guard *)s;
 
-    if (g->err != 0) {
-        errno = g->err;
+    if (unreadable(g))
         return -1;
-    }
-    if (busy(g)) {
-        errno = EAGAIN;
-        return -1;
-    }
     if (!io_can_peek(s->inner)) {
         errno = EOPNOTSUPP;
         return -1;
