@@ -12,7 +12,9 @@
  * Shadowsocks, Trojan, an lwIP connection): bytes cross user space once per
  * direction: client -> ubuf -> writev (an encrypting stream's copy is its
  * encryption), and read (a decrypting stream's copy is its decryption) ->
- * dbuf -> client. */
+ * dbuf -> client. Streams that hold their bytes in memory are peeked
+ * instead of read: an lwIP client's pbufs go to writev, a decrypting
+ * stream's plaintext to the client's writev, with no relay buffer. */
 
 #define BUF_SIZE (64 * 1024)
 /* Bytes moved per direction per wake-up before yielding to other flows. */
@@ -233,6 +235,39 @@ pump_up(struct flow_relay_stream *t)
     }
 }
 
+/* The stream's read or peek gave no bytes (|n| 0 or -1): 0 when the relay
+ * waits, 1 at the end (the caller's loop passes it on), -1 when it
+ * finished. */
+static int
+down_none(struct flow_relay_stream *t, ssize_t n)
+{
+    if (n < 0 && errno == EAGAIN) {
+        io_read_start(t->s);
+        return 0;
+    }
+    if (n < 0) {
+        stream_failed(t, errno);
+        return -1;
+    }
+    t->deof = 1;
+    return 1;
+}
+
+/* Counts what the client's writev took (|w|): those bytes, or -1 when the
+ * relay finished. */
+static ssize_t
+down_took(struct flow_relay_stream *t, ssize_t w)
+{
+    if (w < 0 && errno != EAGAIN) {
+        finish(t, "reset", 1);
+        return -1;
+    }
+    size_t took = w > 0 ? (size_t)w : 0;
+    *t->down_count += took;
+    t->r->_last = ev_now(t->r->_loop);
+    return (ssize_t)took;
+}
+
 /* One read from the stream into a buffer all relays share, for a client
  * that said how much it takes whole (an lwIP connection copies it into its
  * send buffer): no buffer per relay. Bytes moved (>0), 0 when the relay
@@ -244,26 +279,12 @@ pump_down_direct(struct flow_relay_stream *t, size_t room)
     static char scratch[BUF_SIZE];
     size_t want = room < sizeof(scratch) ? room : sizeof(scratch);
     ssize_t n = io_read(t->s, scratch, want);
-    if (n < 0 && errno == EAGAIN) {
-        io_read_start(t->s);
-        return 0;
-    }
-    if (n < 0) {
-        stream_failed(t, errno);
+    if (n <= 0)
+        return down_none(t, n);
+    ssize_t w = down_took(t, io_write(t->c, scratch, (size_t)n));
+    if (w < 0)
         return -1;
-    }
-    if (n == 0) {
-        t->deof = 1;
-        return 1; /* the caller's loop passes the end on */
-    }
-    ssize_t w = io_write(t->c, scratch, (size_t)n);
-    if (w < 0 && errno != EAGAIN) {
-        finish(t, "reset", 1);
-        return -1;
-    }
-    size_t took = w > 0 ? (size_t)w : 0;
-    *t->down_count += took;
-    t->r->_last = ev_now(t->r->_loop);
+    size_t took = (size_t)w;
     if (took < (size_t)n) {
         /* Just the rest, freed once the client took it: a thousand
          * connections short of room must not each keep 64 KiB. */
@@ -282,6 +303,36 @@ pump_down_direct(struct flow_relay_stream *t, size_t room)
         return 0;
     }
     return (int)n;
+}
+
+/* One peek at the stream's decrypted bytes where they lie (Shadowsocks'
+ * ring, TLS's record buffer) written to the client: no copy into a relay
+ * buffer. At most |want| bytes. As pump_down_direct. */
+static int
+pump_down_peek(struct flow_relay_stream *t, size_t want)
+{
+    struct iovec iov[PEEK_IOV];
+    int n = io_peek(t->s, iov, PEEK_IOV);
+    if (n <= 0)
+        return down_none(t, n);
+    size_t offered = 0;
+    int k = 0;
+    for (; k < n && offered < want; k++) {
+        if (iov[k].iov_len > want - offered)
+            iov[k].iov_len = want - offered;
+        offered += iov[k].iov_len;
+    }
+    ssize_t w = down_took(t, io_writev(t->c, iov, k));
+    if (w < 0)
+        return -1;
+    size_t took = (size_t)w;
+    if (took > 0)
+        io_consume(t->s, took);
+    if (took < offered) {
+        io_read_stop(t->s); /* the client is full: its on_drain brings us back */
+        return 0;
+    }
+    return (int)took;
 }
 
 /* stream -> client; same return as pump_up. */
@@ -335,6 +386,13 @@ pump_down(struct flow_relay_stream *t)
         if (room == 0) {
             io_read_stop(t->s); /* the client's on_drain comes when it has room */
             return 0;
+        }
+        if (io_can_peek(t->s)) {
+            int r = pump_down_peek(t, room < budget ? room : budget);
+            if (r <= 0)
+                return r;
+            budget -= (size_t)r < budget ? (size_t)r : budget;
+            continue;
         }
         if (room != (size_t)-1) {
             int r = pump_down_direct(t, room < budget ? room : budget);

@@ -46,6 +46,17 @@ fd_read(struct io_stream *s, void *buf, size_t len)
 }
 
 static ssize_t
+fd_readv(struct io_stream *s, const struct iovec *iov, int iovcnt)
+{
+    ssize_t n;
+
+    do
+        n = readv(FD_OF(s)->fd, iov, iovcnt);
+    while (n < 0 && errno == EINTR);
+    return n;
+}
+
+static ssize_t
 fd_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
 {
     struct fd_stream *f = FD_OF(s);
@@ -105,6 +116,7 @@ fd_splice_fd(const struct io_stream *s)
 static const struct io_stream_ops fd_ops = {
     .name = "fd",
     .read = fd_read,
+    .readv = fd_readv,
     .writev = fd_writev,
     .shutdown = fd_shutdown,
     .read_start = fd_read_start,

@@ -64,6 +64,10 @@ struct io_stream_ops {
      * for the ones it has seen. NULL: use read. */
     int (*peek)(struct io_stream *s, struct iovec *iov, int max);
     void (*consume)(struct io_stream *s, size_t n);
+    /* Optional: read into several buffers at once, as readv(2) (a TLS
+     * pump reads a record's body and the next header in one call). NULL:
+     * read into the first one. */
+    ssize_t (*readv)(struct io_stream *s, const struct iovec *iov, int iovcnt);
     /* Optional: how many bytes writev takes now, all of them (an lwIP
      * connection's send buffer), so a relay reads no more than that from
      * the other side into a shared buffer; 0 means on_drain comes first.
@@ -85,6 +89,14 @@ static inline ssize_t
 io_read(struct io_stream *s, void *buf, size_t len)
 {
     return s->ops->read(s, buf, len);
+}
+
+static inline ssize_t
+io_readv(struct io_stream *s, const struct iovec *iov, int iovcnt)
+{
+    if (s->ops->readv != NULL)
+        return s->ops->readv(s, iov, iovcnt);
+    return s->ops->read(s, iov[0].iov_base, iov[0].iov_len);
 }
 
 static inline ssize_t

@@ -9,16 +9,21 @@
 #include "outbound/ss_codec.h"
 
 /* The Shadowsocks stream: plaintext in, chunks sealed straight into one
- * output buffer and sent from there; ciphertext received into one input
- * buffer and opened in place, so each byte is copied once per direction
- * (the caller's iovec into a chunk, an opened chunk into the caller's
- * buffer) besides the crypto itself. */
+ * output buffer and sent from there; ciphertext received into a ring and
+ * opened in place, so each byte is copied once per direction (the
+ * caller's iovec into a chunk, an opened chunk into the caller's buffer,
+ * or none: peek hands the opened payload out where it lies) besides the
+ * crypto itself. The ring never moves bytes: a chunk that runs past its
+ * end continues at its start and is opened in its two pieces. */
 
-/* Two whole chunks: a partial one never blocks the next recv. */
-#define IN_CAP (SS_SALT_MAX + 2 * SS_CHUNK_MAX)
+/* The ring: ~4 chunks per recv when the reader keeps up; a power of two
+ * (positions are byte counts, wrapped by a mask). */
+#define IN_CAP 65536
+#define IN_MASK (IN_CAP - 1)
+_Static_assert((IN_CAP & IN_MASK) == 0 && IN_CAP >= 2 * SS_CHUNK_MAX, "IN_CAP");
 /* Four chunks: the 64 KiB a relay hands over per writev is sealed and
  * sent at once, and a slow socket holds the writer back only past that.
- * With IN_CAP, ~97 KiB per stream. */
+ * With IN_CAP, ~128 KiB per stream. */
 #define OUT_CAP (SS_SALT_MAX + SS_ADDR_MAX + 4 * SS_CHUNK_MAX)
 /* No chunk smaller than this is cut for lack of room (34 bytes of
  * overhead each); a smaller write still gets its own chunk. */
@@ -50,9 +55,11 @@ struct ss_stream {
     struct ss_decoder dec;
     /* out[off, end): sealed bytes not yet sent. */
     size_t out_off, out_end;
-    /* in[0, dec): opened chunks; in[dec, end): ciphertext not yet a whole
+    /* Ring positions (byte counts since the start; in[pos & IN_MASK]):
+     * [.., dec) opened chunks, [dec, end) ciphertext not yet a whole
      * chunk. The reader walks the opened chunks: the payload at cur has
-     * cur_left bytes, the next chunk starts at hd; plain counts them all. */
+     * cur_left bytes, the next chunk starts at hd; plain counts them all.
+     * Bytes before the reader's position are free. */
     size_t in_dec, in_end, hd, cur, cur_left, plain;
     uint8_t out[OUT_CAP];
     uint8_t in[IN_CAP];
@@ -236,58 +243,92 @@ ss_writev(struct io_stream *base, const struct iovec *iov, int iovcnt)
     return (ssize_t)taken;
 }
 
-/* Copies opened payload out, walking the chunks. */
+/* The chunk length at ring position |pos| (opened: in clear). */
 static size_t
-take(struct ss_stream *s, uint8_t *buf, size_t len)
+ring_chunk_len(const struct ss_stream *s, size_t pos)
+{
+    return (size_t)s->in[pos & IN_MASK] << 8 | s->in[(pos + 1) & IN_MASK];
+}
+
+/* The reader's place in the opened chunks. */
+struct walk {
+    size_t hd, cur, cur_left;
+};
+
+/* Moves |w| past |len| payload bytes, copying them to |buf| (NULL: not),
+ * or filling up to |max| iovecs over them (|iov| NULL: not). Returns the
+ * bytes passed; |*niov| the iovecs filled. */
+static size_t
+walk(struct ss_stream *s, struct walk *w, uint8_t *buf, size_t len, struct iovec *iov,
+     int max, int *niov)
 {
     size_t got = 0;
+    int k = 0;
 
     while (got < len) {
-        if (s->cur_left == 0) {
-            if (s->hd >= s->in_dec)
+        if (w->cur_left == 0) {
+            if (w->hd >= s->in_dec)
                 break;
-            s->cur = s->hd + SS_CHUNK_HDR;
-            s->cur_left = ss_chunk_len(s->in + s->hd);
-            s->hd = s->cur + s->cur_left + TLS_AEAD_TAG_LEN;
+            w->cur = w->hd + SS_CHUNK_HDR;
+            w->cur_left = ring_chunk_len(s, w->hd);
+            w->hd = w->cur + w->cur_left + TLS_AEAD_TAG_LEN;
             continue;
         }
-        size_t k = len - got < s->cur_left ? len - got : s->cur_left;
-        memcpy(buf + got, s->in + s->cur, k);
-        got += k;
-        s->cur += k;
-        s->cur_left -= k;
-        s->plain -= k;
+        size_t at = w->cur & IN_MASK, m = len - got < w->cur_left ? len - got : w->cur_left;
+        if (m > IN_CAP - at)
+            m = IN_CAP - at; /* up to the ring's end; the rest next round */
+        if (iov != NULL) {
+            if (k == max)
+                break;
+            iov[k++] = (struct iovec){s->in + at, m};
+        }
+        if (buf != NULL)
+            memcpy(buf + got, s->in + at, m);
+        got += m;
+        w->cur += m;
+        w->cur_left -= m;
     }
+    if (niov != NULL)
+        *niov = k;
     return got;
 }
 
-/* Called with every opened byte taken: makes room for the next recv. */
+/* Drops |n| opened payload bytes, the reader's; the answer is still coming. */
 static void
-in_compact(struct ss_stream *s)
+taken(struct ss_stream *s, const struct walk *w, size_t n)
 {
-    size_t part = s->in_end - s->in_dec;
+    s->hd = w->hd;
+    s->cur = w->cur;
+    s->cur_left = w->cur_left;
+    s->plain -= n;
+    if (n > 0 && s->shut && !s->fin_due)
+        ev_timer_again(s->base.loop, &s->quiet);
+}
 
-    /* Only empty chunks can remain unwalked: skip them. */
-    s->hd = s->in_dec;
-    s->cur_left = 0;
-    if (part == 0) {
-        s->in_dec = s->in_end = s->hd = 0;
-        return;
-    }
-    if (IN_CAP - s->in_end >= SS_CHUNK_MAX)
-        return;
-    memmove(s->in, s->in + s->in_dec, part);
-    s->in_dec = s->hd = 0;
-    s->in_end = part;
+/* Reads into the free part of the ring: its two spans at once. As
+ * io_read. */
+static ssize_t
+recv_more(struct ss_stream *s)
+{
+    size_t tail = s->cur_left > 0 ? s->cur : s->hd;
+    size_t room = IN_CAP - (s->in_end - tail), at = s->in_end & IN_MASK;
+    size_t first = room < IN_CAP - at ? room : IN_CAP - at;
+    struct iovec v[2] = {{s->in + at, first}, {s->in, room - first}};
+
+    ssize_t n = io_readv(s->base.inner, v, room > first ? 2 : 1);
+    if (n > 0)
+        s->in_end += (size_t)n;
+    return n;
 }
 
 static int
 open_chunks(struct ss_stream *s)
 {
     for (;;) {
-        size_t plen;
+        size_t plen, at = s->in_dec & IN_MASK, have = s->in_end - s->in_dec;
+        size_t n0 = have < IN_CAP - at ? have : IN_CAP - at;
         int salt = !s->dec.have_salt;
-        ssize_t r = ss_decoder_next(&s->dec, s->in + s->in_dec, s->in_end - s->in_dec, &plen);
+        ssize_t r = ss_decoder_next2(&s->dec, s->in + at, n0, s->in, have - n0, &plen);
         if (r < 0) {
             fail(s, EBADMSG);
             return -1;
@@ -301,13 +342,13 @@ open_chunks(struct ss_stream *s)
     }
 }
 
-static ssize_t
-ss_read(struct io_stream *base, void *buf, size_t len)
+/* Receives and opens until payload is there: 1, 0 at the end of data,
+ * or -1 with errno (EAGAIN: the inner stream calls on_readable). */
+static int
+fill(struct ss_stream *s)
 {
-    struct ss_stream *s = SS(base);
+    struct io_stream *base = &s->base;
 
-    if (len == 0)
-        return 0;
     for (;;) {
         /* Payload opened before a send failed is still delivered; nothing
          * is after a failed tag. */
@@ -315,16 +356,14 @@ ss_read(struct io_stream *base, void *buf, size_t len)
             errno = s->err;
             return -1;
         }
-        size_t got = take(s, buf, len);
-        if (got > 0) {
-            if (s->shut && !s->fin_due)
-                ev_timer_again(base->loop, &s->quiet); /* the answer is still coming */
-            return (ssize_t)got;
-        }
+        if (s->plain > 0)
+            return 1;
+        /* Only empty chunks can remain unwalked: skip them. */
+        s->hd = s->in_dec;
+        s->cur_left = 0;
         if (s->eof)
             return 0;
-        in_compact(s);
-        ssize_t n = io_read(base->inner, s->in + s->in_end, IN_CAP - s->in_end);
+        ssize_t n = recv_more(s);
         if (n < 0) {
             if (errno == EAGAIN)
                 io_soon_cancel(base->loop, &s->kick); /* all read: the inner stream calls */
@@ -339,12 +378,55 @@ ss_read(struct io_stream *base, void *buf, size_t len)
             s->eof = 1;
             return 0;
         }
-        s->in_end += (size_t)n;
         if (s->armed && !s->answered)
             answered(s);
-        if (open_chunks(s) != 0)
-            continue;
+        open_chunks(s); /* a failure shows at the loop's top */
     }
+}
+
+static ssize_t
+ss_read(struct io_stream *base, void *buf, size_t len)
+{
+    struct ss_stream *s = SS(base);
+
+    if (len == 0)
+        return 0;
+    int r = fill(s);
+    if (r <= 0)
+        return r;
+    struct walk w = {s->hd, s->cur, s->cur_left};
+    size_t got = walk(s, &w, buf, len, NULL, 0, NULL);
+    taken(s, &w, got);
+    return (ssize_t)got;
+}
+
+/* The opened payload where it lies in the ring: no copy for a relay that
+ * writes it on at once. */
+static int
+ss_peek(struct io_stream *base, struct iovec *iov, int max)
+{
+    struct ss_stream *s = SS(base);
+    int n;
+
+    if (max <= 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    int r = fill(s);
+    if (r <= 0)
+        return r;
+    struct walk w = {s->hd, s->cur, s->cur_left};
+    walk(s, &w, NULL, s->plain, iov, max, &n);
+    return n;
+}
+
+static void
+ss_consume(struct io_stream *base, size_t n)
+{
+    struct ss_stream *s = SS(base);
+    struct walk w = {s->hd, s->cur, s->cur_left};
+
+    taken(s, &w, walk(s, &w, NULL, n < s->plain ? n : s->plain, NULL, 0, NULL));
 }
 
 static int
@@ -483,6 +565,8 @@ static const struct io_stream_ops ss_ops = {
     .read_start = ss_read_start,
     .read_stop = ss_read_stop,
     .close = ss_close,
+    .peek = ss_peek,
+    .consume = ss_consume,
 };
 
 struct io_stream *

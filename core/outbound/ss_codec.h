@@ -79,6 +79,11 @@ void ss_decoder_init(struct ss_decoder *d, enum outbound_ss_cipher c, const uint
  * and calls again with them at the start of |buf|. -1: a bad tag or a
  * length over 0x3FFF, and every later call fails too. */
 ssize_t ss_decoder_next(struct ss_decoder *d, uint8_t *buf, size_t len, size_t *plen);
+/* The same over bytes at b0[0..n0) then b1[0..n1) (a ring buffer's two
+ * spans; |b1| NULL: none): an item may run from one into the other, and
+ * a chunk's payload then lies in both, opened in place. */
+ssize_t ss_decoder_next2(struct ss_decoder *d, uint8_t *b0, size_t n0, uint8_t *b1, size_t n1,
+                         size_t *plen);
 
 static inline size_t
 ss_chunk_len(const uint8_t *chunk)

@@ -99,16 +99,38 @@ on_inner_drain(void *arg)
         t->s.on_drain(t->s.arg);
 }
 
+/* A background failure, kept for the next read or peek: -1 with errno. */
+static int
+failed(const struct trojan *t)
+{
+    if (t->err == 0)
+        return 0;
+    errno = t->err;
+    return -1;
+}
+
 static ssize_t
 trojan_read(struct io_stream *s, void *buf, size_t len)
 {
     struct trojan *t = (struct trojan *)s;
 
-    if (t->err != 0) {
-        errno = t->err;
-        return -1;
-    }
-    return io_read(t->s.inner, buf, len);
+    return failed(t) ? -1 : io_read(t->s.inner, buf, len);
+}
+
+/* The TLS stream's plaintext where it lies (see trojan_read); only over
+ * an inner stream that can (trojan_peek_ops). */
+static int
+trojan_peek(struct io_stream *s, struct iovec *iov, int max)
+{
+    struct trojan *t = (struct trojan *)s;
+
+    return failed(t) ? -1 : io_peek(t->s.inner, iov, max);
+}
+
+static void
+trojan_consume(struct io_stream *s, size_t n)
+{
+    io_consume(s->inner, n);
 }
 
 static ssize_t
@@ -176,15 +198,14 @@ trojan_close(struct io_stream *s, int reset)
     free(t);
 }
 
-static const struct io_stream_ops trojan_ops = {
-    .name = "trojan",
-    .read = trojan_read,
-    .writev = trojan_writev,
-    .shutdown = trojan_shutdown,
-    .read_start = trojan_read_start,
-    .read_stop = trojan_read_stop,
-    .close = trojan_close,
-};
+/* Peeking passes through too, over an inner stream that can. */
+#define TROJAN_OPS                                                                                 \
+    .name = "trojan", .read = trojan_read, .writev = trojan_writev, .shutdown = trojan_shutdown,   \
+    .read_start = trojan_read_start, .read_stop = trojan_read_stop, .close = trojan_close
+
+static const struct io_stream_ops trojan_ops = {TROJAN_OPS};
+static const struct io_stream_ops trojan_peek_ops = {TROJAN_OPS, .peek = trojan_peek,
+                                                     .consume = trojan_consume};
 
 static struct io_stream *
 make(struct io_stream *tls, const struct outbound_proxy *p, const struct flow_addr *dst,
@@ -212,7 +233,9 @@ make(struct io_stream *tls, const struct outbound_proxy *p, const struct flow_ad
     t->hdr_len = o;
     t->hdr_off = 0;
     t->err = t->shut = 0;
-    t->s = (struct io_stream){.ops = &trojan_ops, .inner = tls, .loop = tls->loop};
+    t->s = (struct io_stream){.ops = io_can_peek(tls) ? &trojan_peek_ops : &trojan_ops,
+                              .inner = tls,
+                              .loop = tls->loop};
     io_set_callbacks(tls, on_inner_readable, on_inner_drain, t);
     ev_timer_init(&t->delay, on_delay, HEADER_DELAY, 0);
     t->delay.data = t;

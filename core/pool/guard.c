@@ -147,20 +147,29 @@ busy(const struct guard *g)
     return g->s.inner == NULL || g->replaying;
 }
 
+static ssize_t answer(struct guard *g, ssize_t n);
+
+/* 1 with errno set when a read or peek cannot reach the connection now:
+ * the retry failed, or one is under way. */
+static int
+unreadable(const struct guard *g)
+{
+    errno = g->err != 0 ? g->err : EAGAIN;
+    return g->err != 0 || busy(g);
+}
+
 static ssize_t
 guard_read(struct io_stream *s, void *buf, size_t len)
 {
     struct guard *g = (struct guard *)s;
 
-    if (g->err != 0) {
-        errno = g->err;
-        return -1;
-    }
-    if (busy(g)) {
-        errno = EAGAIN;
-        return -1;
-    }
-    ssize_t n = io_read(s->inner, buf, len);
+    return unreadable(g) ? -1 : answer(g, io_read(s->inner, buf, len));
+}
+
+/* What the connection's read or peek said (|n|), as the flow sees it. */
+static ssize_t
+answer(struct guard *g, ssize_t n)
+{
     /* A clean end after the flow ended its own side may be the answer (a
      * server that takes an upload and closes): not a dead connection. */
     if (n > 0 && g->p != NULL)
@@ -170,6 +179,30 @@ guard_read(struct io_stream *s, void *buf, size_t len)
         return -1;
     }
     return n;
+}
+
+/* A peek passes through as a read does (guard_peek_ops: over a
+ * connection that can be peeked, a TLS one; a retry opens the same kind):
+ * the relay writes a TLS record's plaintext on from where it lies. */
+static int
+guard_peek(struct io_stream *s, struct iovec *iov, int max)
+{
+    struct guard *g = (struct guard *)s;
+
+    if (unreadable(g))
+        return -1;
+    if (!io_can_peek(s->inner)) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    return (int)answer(g, io_peek(s->inner, iov, max));
+}
+
+static void
+guard_consume(struct io_stream *s, size_t n)
+{
+    if (s->inner != NULL && io_can_peek(s->inner))
+        io_consume(s->inner, n);
 }
 
 /* Keeps the first |n| bytes of |iov| for a replay. */
@@ -272,18 +305,16 @@ guard_close(struct io_stream *s, int reset)
     guard_free(g);
 }
 
-static const struct io_stream_ops guard_ops = {
-    .name = "pooled",
-    .read = guard_read,
-    .writev = guard_writev,
-    .shutdown = guard_shutdown,
-    .read_start = guard_read_start,
-    .read_stop = guard_read_stop,
-    /* No splice_fd: the relays release a spliced stream as a bare socket's
-     * (io_fd_release), which this is not; pool_stream_settle hands them
-     * the socket's own stream instead. */
-    .close = guard_close,
-};
+/* No splice_fd: the relays release a spliced stream as a bare socket's
+ * (io_fd_release), which this is not; pool_stream_settle hands them the
+ * socket's own stream instead. */
+#define GUARD_OPS                                                                                  \
+    .name = "pooled", .read = guard_read, .writev = guard_writev, .shutdown = guard_shutdown,      \
+    .read_start = guard_read_start, .read_stop = guard_read_stop, .close = guard_close
+
+static const struct io_stream_ops guard_ops = {GUARD_OPS};
+static const struct io_stream_ops guard_peek_ops = {GUARD_OPS, .peek = guard_peek,
+                                                    .consume = guard_consume};
 
 static void
 on_inner_readable(void *arg)
@@ -314,7 +345,9 @@ pool_guard_new(struct pool *p, struct io_stream *inner)
 
     if (g == NULL)
         return NULL;
-    g->s = (struct io_stream){.ops = &guard_ops, .inner = inner, .loop = inner->loop};
+    g->s = (struct io_stream){.ops = io_can_peek(inner) ? &guard_peek_ops : &guard_ops,
+                              .inner = inner,
+                              .loop = inner->loop};
     g->p = p;
     pool_ref(p);
     io_soon_init(&g->kick, on_kick, g);
@@ -327,7 +360,8 @@ pool_stream_settle(struct io_stream *s)
 {
     struct guard *g = (struct guard *)s;
 
-    if (s->ops != &guard_ops || g->p != NULL || busy(g) || g->err != 0 || g->in_cb)
+    if ((s->ops != &guard_ops && s->ops != &guard_peek_ops) || g->p != NULL || busy(g) ||
+        g->err != 0 || g->in_cb)
         return s;
     struct io_stream *inner = s->inner;
     io_set_callbacks(inner, NULL, NULL, NULL);

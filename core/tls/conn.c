@@ -149,7 +149,24 @@ read_records(struct tls_conn *c)
     unsigned char *buf = br_ssl_engine_recvrec_buf(c->eng, &len);
     if (buf == NULL)
         return fail_with(EAGAIN);
-    ssize_t n = io_read(c->s.inner, buf, len);
+    ssize_t n;
+    if (c->ahead_len > 0) {
+        n = (ssize_t)(len < c->ahead_len ? len : c->ahead_len);
+        memcpy(buf, c->ahead, (size_t)n);
+        c->ahead_len -= (size_t)n;
+        memmove(c->ahead, c->ahead + n, c->ahead_len);
+    } else {
+        /* BearSSL asks for a header, then for the body: reading the next
+         * header with each body halves the reads. Every record has a body
+         * after its header, so held bytes never wait for a readiness
+         * callback that will not come. */
+        struct iovec v[2] = {{buf, len}, {c->ahead, sizeof(c->ahead)}};
+        n = io_readv(c->s.inner, v, 2);
+        if (n > (ssize_t)len) {
+            c->ahead_len = (size_t)n - len;
+            n = (ssize_t)len;
+        }
+    }
     if (n > 0) {
         if (c->rec_have < sizeof(c->hdr)) { /* a client's first bytes (tls_conn_reason) */
             size_t k = sizeof(c->hdr) - c->rec_have < (size_t)n ? sizeof(c->hdr) - c->rec_have
@@ -433,6 +450,8 @@ on_linger_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- the stream ---------------------------------------------------------- */
 
+static ssize_t no_plaintext(struct tls_conn *c);
+
 static ssize_t
 st_read(struct io_stream *s, void *out, size_t cap)
 {
@@ -453,6 +472,15 @@ st_read(struct io_stream *s, void *out, size_t cap)
         sync_reading(c); /* room for records again: the owner need not read on to EAGAIN */
         return (ssize_t)n;
     }
+    return no_plaintext(c);
+}
+
+/* What a read that found no plaintext returns: 0 at the end, else -1
+ * with errno (EAGAIN: the inner stream's callback brings more). */
+static ssize_t
+no_plaintext(struct tls_conn *c)
+{
+    struct io_stream *s = &c->s;
     if (br_ssl_engine_current_state(c->eng) & BR_SSL_CLOSED) {
         int e = br_ssl_engine_last_error(c->eng);
         if (e == BR_ERR_OK)
@@ -466,6 +494,39 @@ st_read(struct io_stream *s, void *out, size_t cap)
     io_soon_cancel(s->loop, &c->kick);
     sync_reading(c);
     return fail_with(EAGAIN);
+}
+
+/* The record's plaintext where BearSSL decrypted it: a relay writes it
+ * on from there, with no copy into a buffer of its own. */
+static int
+st_peek(struct io_stream *s, struct iovec *iov, int max)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    size_t len;
+    if (c->err)
+        return (int)fail_with(c->err);
+    if (max <= 0)
+        return (int)fail_with(EINVAL);
+    pull(c);
+    unsigned char *buf = br_ssl_engine_recvapp_buf(c->eng, &len);
+    if (buf != NULL) {
+        iov[0] = (struct iovec){buf, len};
+        return 1;
+    }
+    return (int)no_plaintext(c);
+}
+
+static void
+st_consume(struct io_stream *s, size_t n)
+{
+    struct tls_conn *c = (struct tls_conn *)s;
+    size_t len;
+    if (n == 0 || br_ssl_engine_recvapp_buf(c->eng, &len) == NULL)
+        return;
+    br_ssl_engine_recvapp_ack(c->eng, n < len ? n : len);
+    if (c->shut && !c->shut_done)
+        ev_timer_again(s->loop, &c->quiet); /* the answer is still coming */
+    sync_reading(c);
 }
 
 static ssize_t
@@ -606,6 +667,8 @@ static const struct io_stream_ops tls_stream_ops = {
     .read_start = st_read_start,
     .read_stop = st_read_stop,
     .close = st_close,
+    .peek = st_peek,
+    .consume = st_consume,
 };
 
 /* ---- set-up and queries -------------------------------------------------- */

@@ -98,18 +98,57 @@ tls_aead_init(struct tls_aead *a, enum tls_aead_alg alg, const uint8_t *key)
     impl.aes->run(&g->keys.vtable, zero_iv, 0, g->h, sizeof(g->h));
 }
 
-static void
-gcm_tag(const struct gcm *g, const uint8_t nonce[12], const uint8_t *c, size_t len, uint8_t y[16])
+int
+tls_aead_stepwise(const struct tls_aead *a)
 {
+    return a->alg != TLS_AEAD_CHACHA20_POLY1305;
+}
+
+void
+tls_aead_begin(const struct tls_aead *a, struct tls_aead_steps *st,
+               const uint8_t nonce[TLS_AEAD_NONCE_LEN])
+{
+    (void)a;
+    memset(st->y, 0, sizeof(st->y));
+    memcpy(st->nonce, nonce, sizeof(st->nonce));
+    st->ctr = 2;
+    st->len = 0;
+}
+
+/* One step is one CTR call and one GHASH call over the same bytes, just
+ * touched by the other: the second pass reads L1, not L2 or memory. */
+void
+tls_aead_seal_step(const struct tls_aead *a, struct tls_aead_steps *st, uint8_t *data, size_t len)
+{
+    const struct gcm *g = (const struct gcm *)a->_ctx;
+
+    st->ctr = impl.aes->run(&g->keys.vtable, st->nonce, st->ctr, data, len);
+    impl.ghash(st->y, g->h, data, len);
+    st->len += len;
+}
+
+void
+tls_aead_open_step(const struct tls_aead *a, struct tls_aead_steps *st, uint8_t *data, size_t len)
+{
+    const struct gcm *g = (const struct gcm *)a->_ctx;
+
+    impl.ghash(st->y, g->h, data, len);
+    st->ctr = impl.aes->run(&g->keys.vtable, st->nonce, st->ctr, data, len);
+    st->len += len;
+}
+
+void
+tls_aead_end(const struct tls_aead *a, struct tls_aead_steps *st, uint8_t tag[TLS_AEAD_TAG_LEN])
+{
+    const struct gcm *g = (const struct gcm *)a->_ctx;
     uint8_t lens[16] = {0};
-    uint64_t bits = (uint64_t)len << 3;
+    uint64_t bits = st->len << 3;
 
     for (int i = 0; i < 8; i++)
         lens[15 - i] = (uint8_t)(bits >> (8 * i));
-    memset(y, 0, 16);
-    impl.ghash(y, g->h, c, len);
-    impl.ghash(y, g->h, lens, sizeof(lens));
-    impl.aes->run(&g->keys.vtable, nonce, 1, y, 16);
+    impl.ghash(st->y, g->h, lens, sizeof(lens));
+    impl.aes->run(&g->keys.vtable, st->nonce, 1, st->y, 16);
+    memcpy(tag, st->y, TLS_AEAD_TAG_LEN);
 }
 
 /* At most one block (every Shadowsocks length field): one CTR call gives
@@ -159,8 +198,11 @@ tls_aead_seal(const struct tls_aead *a, const uint8_t nonce[TLS_AEAD_NONCE_LEN],
         gcm_small_tag(g, data, len, ks, tag);
         return;
     }
-    impl.aes->run(&g->keys.vtable, nonce, 2, data, len);
-    gcm_tag(g, nonce, data, len, tag);
+    struct tls_aead_steps st;
+    tls_aead_begin(a, &st, nonce);
+    for (size_t off = 0; off < len; off += TLS_AEAD_STEP)
+        tls_aead_seal_step(a, &st, data + off, len - off < TLS_AEAD_STEP ? len - off : TLS_AEAD_STEP);
+    tls_aead_end(a, &st, tag);
 }
 
 static int
@@ -185,8 +227,6 @@ tls_aead_open(const struct tls_aead *a, const uint8_t nonce[TLS_AEAD_NONCE_LEN],
                   impl.chacha, 0);
         return tag_equal(want, tag) ? 0 : -1;
     }
-    /* GCM authenticates the ciphertext: check before decrypting, so a
-     * forged chunk costs one GHASH pass and nothing is decrypted. */
     const struct gcm *g = (const struct gcm *)a->_ctx;
     if (len <= GCM_SMALL) {
         uint8_t ks[32];
@@ -198,10 +238,87 @@ tls_aead_open(const struct tls_aead *a, const uint8_t nonce[TLS_AEAD_NONCE_LEN],
             data[i] ^= ks[16 + i];
         return 0;
     }
-    gcm_tag(g, nonce, data, len, want);
-    if (!tag_equal(want, tag))
+    /* Hashed and decrypted a step at a time (one pass over memory): a
+     * forged chunk is decrypted too, and the caller drops it. */
+    uint8_t *const d[1] = {data};
+    const size_t l[1] = {len};
+    return tls_aead_openv(a, nonce, d, l, 1, tag);
+}
+
+/* GCM over pieces: whole 16-byte blocks straight from each piece, a block
+ * split between two pieces through |blk| (decrypted there, copied back). */
+static int
+gcm_openv(const struct tls_aead *a, const uint8_t nonce[TLS_AEAD_NONCE_LEN], uint8_t *const data[],
+          const size_t len[], int n, const uint8_t tag[TLS_AEAD_TAG_LEN])
+{
+    struct tls_aead_steps st;
+    uint8_t blk[16], want[TLS_AEAD_TAG_LEN];
+    uint8_t *part = NULL; /* where blk[0, have) came from */
+    size_t have = 0;
+
+    tls_aead_begin(a, &st, nonce);
+    for (int i = 0; i < n; i++) {
+        uint8_t *p = data[i];
+        size_t left = len[i];
+        if (have > 0) { /* complete the split block */
+            size_t k = 16 - have < left ? 16 - have : left;
+            memcpy(blk + have, p, k);
+            int last = i == n - 1 && k == left;
+            if (have + k < 16 && !last) {
+                /* A piece shorter than the rest of a block: more than one
+                 * split, which TLS_AEAD_SPANS pieces never need. */
+                return -1;
+            }
+            tls_aead_open_step(a, &st, blk, have + k);
+            memcpy(part, blk, have);
+            memcpy(p, blk + have, k);
+            p += k;
+            left -= k;
+            have = 0;
+        }
+        size_t whole = i == n - 1 ? left : left & ~(size_t)15;
+        for (size_t off = 0; off < whole; off += TLS_AEAD_STEP)
+            tls_aead_open_step(a, &st, p + off,
+                               whole - off < TLS_AEAD_STEP ? whole - off : TLS_AEAD_STEP);
+        if (whole < left) { /* not the last piece: the next one ends the block */
+            have = left - whole;
+            part = p + whole;
+            memcpy(blk, part, have);
+        }
+    }
+    tls_aead_end(a, &st, want);
+    return tag_equal(want, tag) ? 0 : -1;
+}
+
+int
+tls_aead_openv(const struct tls_aead *a, const uint8_t nonce[TLS_AEAD_NONCE_LEN],
+               uint8_t *const data[], const size_t len[], int n, const uint8_t tag[TLS_AEAD_TAG_LEN])
+{
+    static _Thread_local uint8_t join[TLS_AEAD_JOIN_MAX];
+    size_t total = 0;
+
+    if (n < 0 || n > TLS_AEAD_SPANS)
         return -1;
-    impl.aes->run(&g->keys.vtable, nonce, 2, data, len);
+    for (int i = 0; i < n; i++)
+        total += len[i];
+    if (a->alg != TLS_AEAD_CHACHA20_POLY1305 && total > GCM_SMALL)
+        return gcm_openv(a, nonce, data, len, n, tag);
+    if (n == 1)
+        return tls_aead_open(a, nonce, data[0], len[0], tag);
+    if (total > sizeof(join))
+        return -1;
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(join + o, data[i], len[i]);
+        o += len[i];
+    }
+    if (tls_aead_open(a, nonce, join, total, tag) != 0)
+        return -1;
+    o = 0;
+    for (int i = 0; i < n; i++) {
+        memcpy(data[i], join + o, len[i]);
+        o += len[i];
+    }
     return 0;
 }
 

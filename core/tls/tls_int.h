@@ -64,6 +64,10 @@ struct tls_conn {
      * to tell a peer that speaks no TLS at all. */
     unsigned peek : 1;
     unsigned char hdr[5];
+    /* Bytes read past what the engine asked for: the next record's
+     * header, read with the body before it (one read per record). */
+    unsigned char ahead[5];
+    size_t ahead_len;
     unsigned char *rec;
     size_t rec_have, rec_len;
     /* The session ID offered (client) or asked for (server): the engine

@@ -144,6 +144,42 @@ fake_read(struct io_stream *s, void *buf, size_t len)
     return n;
 }
 
+/* Decoded bytes held: >0, or what recv said (0, -1) when none. */
+static ssize_t
+fake_fill(struct fake *f)
+{
+    if (f->in_off < f->in_len)
+        return 1;
+    /* Greedy, like a stream that decrypts ahead: more than the relay
+     * asks for ends up held. */
+    f->in_off = f->in_len = 0;
+    while (f->in_len < sizeof(f->in)) {
+        ssize_t n = recv(f->fd, f->in + f->in_len, sizeof(f->in) - f->in_len, 0);
+        if (n <= 0 && f->in_len == 0)
+            return n;
+        if (n <= 0)
+            break; /* the EOF or error comes with the next read */
+        for (ssize_t i = 0; i < n; i++)
+            f->in[f->in_len + (size_t)i] ^= KEY;
+        f->in_len += (size_t)n;
+    }
+    return 1;
+}
+
+/* How many held bytes one read (of at most |len|) hands out. */
+static size_t
+fake_hand(const struct fake *f, size_t len)
+{
+    size_t n = f->in_len - f->in_off;
+    if (n > len)
+        n = len;
+    if (f->chunk > 0 && n > f->chunk)
+        n = f->chunk;
+    if (f->bad_after > 0 && n > f->bad_after - f->read_total)
+        n = f->bad_after - f->read_total;
+    return n;
+}
+
 static ssize_t
 fake_read_held(struct fake *f, void *buf, size_t len)
 {
@@ -155,28 +191,10 @@ fake_read_held(struct fake *f, void *buf, size_t len)
         errno = EBADMSG;
         return -1;
     }
-    if (f->in_off == f->in_len) {
-        /* Greedy, like a stream that decrypts ahead: more than the relay
-         * asks for ends up held. */
-        f->in_off = f->in_len = 0;
-        while (f->in_len < sizeof(f->in)) {
-            ssize_t n = recv(f->fd, f->in + f->in_len, sizeof(f->in) - f->in_len, 0);
-            if (n <= 0 && f->in_len == 0)
-                return n;
-            if (n <= 0)
-                break; /* the EOF or error comes with the next read */
-            for (ssize_t i = 0; i < n; i++)
-                f->in[f->in_len + (size_t)i] ^= KEY;
-            f->in_len += (size_t)n;
-        }
-    }
-    size_t n = f->in_len - f->in_off;
-    if (n > len)
-        n = len;
-    if (f->chunk > 0 && n > f->chunk)
-        n = f->chunk;
-    if (f->bad_after > 0 && n > f->bad_after - f->read_total)
-        n = f->bad_after - f->read_total;
+    ssize_t r = fake_fill(f);
+    if (r <= 0)
+        return r;
+    size_t n = fake_hand(f, len);
     memcpy(buf, f->in + f->in_off, n);
     f->in_off += n;
     f->read_total += n;
@@ -258,22 +276,71 @@ fake_close(struct io_stream *s, int reset)
     free(f);
 }
 
-static const struct io_stream_ops fake_ops = {
-    .name = "fake",
-    .read = fake_read,
-    .writev = fake_writev,
-    .shutdown = fake_shutdown,
-    .read_start = fake_read_start,
-    .read_stop = fake_read_stop,
-    .close = fake_close,
-};
+/* The held bytes where they lie, as Shadowsocks and TLS offer them: in
+ * two iovecs when there are two or more, so the relay's writev gets
+ * pieces; consume drops what the relay wrote on. */
+static uint64_t fake_peeks;
+
+static void
+fake_rearm(struct fake *f)
+{
+    if (f->reading && fake_holds(f))
+        io_soon_arm(f->s.loop, &f->kick);
+    else
+        io_soon_cancel(f->s.loop, &f->kick);
+}
+
+static int
+fake_peek(struct io_stream *s, struct iovec *iov, int max)
+{
+    struct fake *f = (struct fake *)s;
+    ssize_t r = -1;
+    if (f->err != 0)
+        errno = f->err;
+    else if (f->bad_after > 0 && f->read_total >= f->bad_after)
+        errno = EBADMSG;
+    else
+        r = fake_fill(f);
+    int saved = errno;
+    if (r > 0) {
+        size_t n = fake_hand(f, SIZE_MAX), half = n / 2;
+        fake_peeks++;
+        r = max >= 2 && half > 0 ? 2 : 1;
+        iov[0] = (struct iovec){f->in + f->in_off, r == 2 ? half : n};
+        if (r == 2)
+            iov[1] = (struct iovec){f->in + f->in_off + half, n - half};
+    }
+    fake_rearm(f);
+    errno = saved;
+    return (int)r;
+}
+
+static void
+fake_consume(struct io_stream *s, size_t n)
+{
+    struct fake *f = (struct fake *)s;
+    assert_true(n <= f->in_len - f->in_off);
+    f->in_off += n;
+    f->read_total += n;
+    fake_rearm(f);
+}
+
+#define FAKE_OPS                                                                                   \
+    .name = "fake", .read = fake_read, .writev = fake_writev, .shutdown = fake_shutdown,           \
+    .read_start = fake_read_start, .read_stop = fake_read_stop, .close = fake_close
+
+static const struct io_stream_ops fake_ops = {FAKE_OPS};
+static const struct io_stream_ops fake_peek_ops = {FAKE_OPS, .peek = fake_peek,
+                                                   .consume = fake_consume};
+/* Set: new fakes offer peek + consume. */
+static int fake_peekable;
 
 static struct fake *
 fake_new(struct ev_loop *loop, int fd, struct fake_log *log)
 {
     struct fake *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    f->s.ops = &fake_ops;
+    f->s.ops = fake_peekable ? &fake_peek_ops : &fake_ops;
     f->s.loop = loop;
     f->fd = fd;
     f->chunk = 3000;
@@ -976,6 +1043,21 @@ test_back_pressure_both_ways(void **state)
     assert_int_equal(g.log.reset, 0);
 }
 
+/* The same cases with a stream that can be peeked: the relay writes its
+ * bytes on from where they lie, back-pressure and failures as before. */
+static void
+test_peekable_stream(void **state)
+{
+    fake_peekable = 1;
+    fake_peeks = 0;
+    test_bulk_both_ways(state);
+    test_pending_after_client_drains(state);
+    test_auth_failure_resets_both(state);
+    test_back_pressure_both_ways(state);
+    fake_peekable = 0;
+    assert_true(fake_peeks > 0);
+}
+
 int
 main(void)
 {
@@ -994,6 +1076,7 @@ main(void)
         cmocka_unit_test(test_splice_client_reset),
         cmocka_unit_test(test_stream_mode_over_two_sockets),
         cmocka_unit_test(test_back_pressure_both_ways),
+        cmocka_unit_test(test_peekable_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -184,6 +184,123 @@ test_kat_aead(void **state)
     }
 }
 
+/* The two-piece open at every split point (every byte up to 300, then
+ * strides) equals the one-piece open, for lengths around the step size
+ * and a chunk's maximum; a flipped bit fails in either piece. */
+static void
+test_aead_pieces(void **state)
+{
+    static const enum tls_aead_alg algs[NCIPHERS] = {
+        TLS_AEAD_AES_128_GCM, TLS_AEAD_AES_256_GCM, TLS_AEAD_CHACHA20_POLY1305};
+    static const size_t lens[] = {1, 15, 16, 17, 37, TLS_AEAD_STEP - 1, TLS_AEAD_STEP + 33,
+                                  SS_PAYLOAD_MAX};
+    uint8_t key[32], nonce[12] = {9}, tag[16];
+    uint8_t *pt = malloc(SS_PAYLOAD_MAX), *ct = malloc(SS_PAYLOAD_MAX), *buf = malloc(SS_PAYLOAD_MAX);
+
+    for (int i = 0; i < 32; i++)
+        key[i] = (uint8_t)(3 * i + 1);
+    for (size_t i = 0; i < SS_PAYLOAD_MAX; i++)
+        pt[i] = (uint8_t)rnd();
+    for (int c = 0; c < NCIPHERS; c++) {
+        struct tls_aead a;
+        tls_aead_init(&a, algs[c], key);
+        for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+            size_t len = lens[li];
+            memcpy(ct, pt, len);
+            tls_aead_seal(&a, nonce, ct, len, tag);
+            for (size_t k = 0; k <= len; k += k < 300 ? 1 : 997) {
+                uint8_t *d[2] = {buf, buf + k};
+                size_t l[2] = {k, len - k};
+                memcpy(buf, ct, len);
+                assert_int_equal(tls_aead_openv(&a, nonce, d, l, 2, tag), 0);
+                assert_memory_equal(buf, pt, len);
+                memcpy(buf, ct, len);
+                buf[k < len ? k : len - 1] ^= 0x40;
+                assert_int_equal(tls_aead_openv(&a, nonce, d, l, 2, tag), -1);
+            }
+        }
+    }
+    free(pt);
+    free(ct);
+    free(buf);
+}
+
+/* Step-wise sealing in uneven steps (multiples of 16, then the rest)
+ * gives the one-call seal's bytes and tag. */
+static void
+test_aead_steps(void **state)
+{
+    uint8_t key[16] = {7}, nonce[12] = {5}, tag1[16], tag2[16];
+    size_t len = 3 * TLS_AEAD_STEP + 101;
+    uint8_t *a1 = malloc(len), *a2 = malloc(len);
+
+    for (size_t i = 0; i < len; i++)
+        a1[i] = a2[i] = (uint8_t)rnd();
+    struct tls_aead a;
+    tls_aead_init(&a, TLS_AEAD_AES_128_GCM, key);
+    assert_true(tls_aead_stepwise(&a));
+    tls_aead_seal(&a, nonce, a1, len, tag1);
+    struct tls_aead_steps st;
+    tls_aead_begin(&a, &st, nonce);
+    for (size_t off = 0, k = 16; off < len; off += k, k = (k * 3) & ~(size_t)15) {
+        if (k == 0 || k > len - off)
+            k = len - off;
+        tls_aead_seal_step(&a, &st, a2 + off, k);
+    }
+    tls_aead_end(&a, &st, tag2);
+    assert_memory_equal(a1, a2, len);
+    assert_memory_equal(tag1, tag2, 16);
+    struct tls_aead ch;
+    tls_aead_init(&ch, TLS_AEAD_CHACHA20_POLY1305, nonce);
+    assert_false(tls_aead_stepwise(&ch));
+    free(a1);
+    free(a2);
+}
+
+/* A stream decoded as a ring hands it over: every item may be split
+ * between the two spans at any byte. */
+static void
+test_decoder_two_spans(void **state)
+{
+    enum { TOTAL = 3 * SS_PAYLOAD_MAX + 500 };
+    static uint8_t pt[TOTAL], ct[TOTAL + 16 * SS_CHUNK_OVERHEAD + SS_SALT_MAX], work[sizeof(ct)];
+
+    for (size_t i = 0; i < TOTAL; i++)
+        pt[i] = (uint8_t)rnd();
+    for (int c = 0; c < NCIPHERS; c++) {
+        struct outbound_proxy p;
+        struct ss_encoder e;
+        struct iovec iov = {pt, TOTAL};
+        size_t taken, w;
+        proxy_for(&p, c, "spans");
+        ss_encoder_init(&e, p.cipher, p.key, NULL, NULL, 0);
+        w = ss_encoder_seal(&e, ct, sizeof(ct), &iov, 1, &taken);
+        assert_int_equal(taken, TOTAL);
+        for (int trial = 0; trial < 60; trial++) {
+            struct ss_decoder d;
+            size_t pos = 0, got = 0;
+            ss_decoder_init(&d, p.cipher, p.key);
+            memcpy(work, ct, w);
+            while (pos < w) {
+                /* The bytes from pos as two spans split at a random place
+                 * (the second one starts later in memory: any address). */
+                size_t left = w - pos, k = trial < 20 ? (size_t)trial : rnd() % (left + 1), plen;
+                if (k > left)
+                    k = left;
+                ssize_t r = ss_decoder_next2(&d, work + pos, k, work + pos + k, left - k, &plen);
+                assert_true(r > 0);
+                if (plen > 0) {
+                    assert_memory_equal(work + pos + SS_CHUNK_HDR, pt + got, plen);
+                    assert_int_equal(ss_chunk_len(work + pos), plen);
+                }
+                got += plen;
+                pos += (size_t)r;
+            }
+            assert_int_equal(got, TOTAL);
+        }
+    }
+}
+
 static void
 test_hashes_and_random(void **state)
 {
@@ -611,6 +728,32 @@ drive_write(void *arg)
 /* on_readable. It reads until EAGAIN, or stops early now and then with
  * bytes possibly still opened inside: the stream must call again for
  * those by itself (its socket may stay quiet), or the drive times out. */
+/* Set: half of drive_read's reads are a peek, the bytes checked where
+ * they lie (pieces of the ring, split at its end), and a consume of a
+ * random part of them. */
+static int drive_peek;
+
+/* A peek and a consume of part of it, checked; as io_read. */
+static ssize_t
+drive_peek_consume(struct drive *d)
+{
+    struct iovec iov[8];
+    int k = io_peek(d->s, iov, 1 + (int)(rnd() % 8));
+    if (k <= 0)
+        return k;
+    size_t have = 0, want;
+    for (int i = 0; i < k; i++) {
+        assert_true(iov[i].iov_len > 0);
+        for (size_t j = 0; j < iov[i].iov_len; j++)
+            if (((uint8_t *)iov[i].iov_base)[j] != pat(d->got + have + j))
+                d->mismatch++;
+        have += iov[i].iov_len;
+    }
+    want = 1 + rnd() % have;
+    io_consume(d->s, want);
+    return (ssize_t)want;
+}
+
 static void
 drive_read(void *arg)
 {
@@ -618,9 +761,10 @@ drive_read(void *arg)
     uint8_t buf[20000];
 
     for (;;) {
-        ssize_t n = io_read(d->s, buf, 1 + rnd() % sizeof(buf));
+        int peeked = drive_peek && rnd() % 2;
+        ssize_t n = peeked ? drive_peek_consume(d) : io_read(d->s, buf, 1 + rnd() % sizeof(buf));
         if (n > 0) {
-            for (ssize_t i = 0; i < n; i++)
+            for (ssize_t i = 0; !peeked && i < n; i++)
                 if (buf[i] != pat(d->got + (size_t)i))
                     d->mismatch++;
             d->got += (size_t)n;
@@ -836,7 +980,9 @@ test_stream_echo_pair(void **state)
         /* Small socket buffers: partial sends, EAGAIN and on_drain. */
         struct io_stream *s = pair_stream(loop, &f, &p, FAKE_ECHO, &th, c == 0);
         size_t total = 3 * 1024 * 1024 + 17;
+        drive_peek = c != 0; /* read, or peek + consume too */
         drive_run(&d, loop, s, total, 60);
+        drive_peek = 0;
         pthread_join(th, NULL);
         assert_int_equal(d.err, 0);
         assert_int_equal(d.timeout, 0);
@@ -1505,10 +1651,13 @@ main(int argc, char **argv)
         cmocka_unit_test(test_kat_bytes_to_key),
         cmocka_unit_test(test_kat_hkdf_and_length_chunk),
         cmocka_unit_test(test_kat_aead),
+        cmocka_unit_test(test_aead_pieces),
+        cmocka_unit_test(test_aead_steps),
         cmocka_unit_test(test_hashes_and_random),
         cmocka_unit_test(test_portable_impls),
         cmocka_unit_test(test_encoder_kat),
         cmocka_unit_test(test_roundtrip_random_splits),
+        cmocka_unit_test(test_decoder_two_spans),
         cmocka_unit_test(test_chunk_limit),
         cmocka_unit_test(test_flipped_bit),
         cmocka_unit_test(test_udp_seal_open),
