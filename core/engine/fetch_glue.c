@@ -23,14 +23,17 @@ validate(void *ud, const struct fetch_item_cfg *c, const char *buf, size_t len, 
     return script_remote_validate(c, buf, len, note, notelen);
 }
 
-/* A GEO file (chute.config's geo = { mmdb = { url = ... } }) is swapped
- * into the running script alone: no reload. */
+/* An mmdb (chute.config's geo = { mmdb = { url = ... } }) is swapped into
+ * the running script alone, no reload: the fetch's check opened it (and
+ * built its index) off the loop. A geosite.dat's sites are compiled into
+ * domain sets, tens of ms for a big file: that is a reload's work, off the
+ * loop too. */
 static void
 geo_updated(struct engine *e, const struct fetch_item_cfg *c)
 {
-    static const char *const which[] = {"mmdb", "asn", "geosite"};
+    static const char *const which[] = {"mmdb", "asn"};
     char err[512];
-    if (e->script == NULL || c->format < 0 || c->format > 2)
+    if (e->script == NULL || c->format < 0 || c->format > 1)
         return;
     if (script_geo_update(e->script, which[c->format], c->path, err, sizeof(err)) != 0) {
         LOG_WARN("%s updated, but it could not be swapped in: %s; the old one stays", c->name,
@@ -47,8 +50,13 @@ static void
 updated(void *ud, const struct fetch_item_cfg *c)
 {
     struct engine *e = ud;
-    if (c->kind == FETCH_GEO) {
+    if (c->kind == FETCH_GEO && c->format != 2) {
         geo_updated(e, c);
+        return;
+    }
+    if (c->kind == FETCH_GEO) {
+        LOG_INFO("%s updated: reloading the bundle (its sites compile off the loop)", c->name);
+        engine_reload(e);
         return;
     }
     LOG_INFO("%s %s updated: reloading the bundle", c->kind == FETCH_RULESET ? "ruleset" :
