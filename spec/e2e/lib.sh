@@ -483,6 +483,28 @@ flow_line() { flow_lines "$1" | sed -n "${2:-1}p"; }
 # flow_field LINE KEY: up/down/policy/close value out of a flow line.
 flow_field() { sed -n -E "s/.* $2=([^ ]+).*/\\1/p" <<<"$1"; }
 
+# decided NAME: the policy chute gave a new SOCKS5 flow (to $SOCKS_PORT)
+# to NAME:81, from its flow line (waited for up to 5 s).
+decided() {
+    local before
+    before=$(flow_lines "-> $1:81 " | wc -l)
+    curl --silent --max-time 5 -o /dev/null -x "socks5h://127.0.0.1:$SOCKS_PORT" "http://$1:81/" || true
+    for _ in $(seq 50); do
+        [ "$(flow_lines "-> $1:81 " | wc -l)" -gt "$before" ] && break
+        sleep 0.1
+    done
+    flow_lines "-> $1:81 " | tail -n 1 | sed -n -E 's/.* policy=([^ ]+).*/\1/p'
+}
+
+# wait_more REGEX N [SECONDS]: until more than N log lines match REGEX.
+wait_more() {
+    for _ in $(seq $((${3:-10} * 10))); do
+        [ "$(log_count "$1")" -gt "$2" ] && return 0
+        sleep 0.1
+    done
+    fail "no new line matching /$1/ in ${3:-10} s"
+}
+
 # count_flows_down_ge REGEX MIN: flow lines matching REGEX with down >= MIN.
 count_flows_down_ge() {
     flow_lines "$1" | sed -n -E 's/.* down=([0-9]+) .*/\1/p' | awk -v m="$2" '$1 >= m { n++ } END { print n + 0 }'

@@ -25,18 +25,6 @@ end
 LUA
 ctl_start
 
-# decided NAME: the policy of a new SOCKS5 flow to NAME:81 (its flow line).
-decided() {
-    local before
-    before=$(flow_lines "-> $1:81 " | wc -l)
-    curl --silent --max-time 5 -o /dev/null -x "socks5h://127.0.0.1:$SOCKS_PORT" "http://$1:81/" || true
-    for _ in $(seq 50); do
-        [ "$(flow_lines "-> $1:81 " | wc -l)" -gt "$before" ] && break
-        sleep 0.1
-    done
-    flow_lines "-> $1:81 " | tail -n 1 | sed -n -E 's/.* policy=([^ ]+).*/\1/p'
-}
-
 check "the first fetches land (the bundle reloads with them)"
 assert_log "provider sub: fetched" "sub fetched" 10
 assert_log "ruleset ads: fetched" "ads fetched" 10

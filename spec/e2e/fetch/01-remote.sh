@@ -85,27 +85,6 @@ function chute.route(flow)
 end
 LUA
 
-# decided NAME: the policy chute gave a new SOCKS5 flow to NAME:81 (its
-# flow line, waited for).
-decided() {
-    local before
-    before=$(flow_lines "-> $1:81 " | wc -l)
-    curl --silent --max-time 5 -o /dev/null -x "socks5h://127.0.0.1:$SOCKS_PORT" "http://$1:81/" || true
-    for _ in $(seq 50); do
-        [ "$(flow_lines "-> $1:81 " | wc -l)" -gt "$before" ] && break
-        sleep 0.1
-    done
-    flow_lines "-> $1:81 " | tail -n 1 | sed -n -E 's/.* policy=([^ ]+).*/\1/p'
-}
-# wait_more REGEX N [SECONDS]: until more than N lines match.
-wait_more() {
-    for _ in $(seq $((${3:-10} * 10))); do
-        [ "$(log_count "$1")" -gt "$2" ] && return 0
-        sleep 0.1
-    done
-    fail "no new line matching /$1/ in ${3:-10} s"
-}
-
 check "a first start with no caches: each remote says it has none, and the start needs no network"
 chute_start
 assert_log "ruleset list.txt: no cache yet" "the list has no cache yet"

@@ -39,27 +39,9 @@ chute.route = chute.rules {
 }
 LUA
 
-# decided NAME: the policy of a new SOCKS5 flow to NAME:81 (its flow line).
-decided() {
-    local before
-    before=$(flow_lines "-> $1:81 " | wc -l)
-    curl --silent --max-time 5 -o /dev/null -x "socks5h://127.0.0.1:$SOCKS_PORT" "http://$1:81/" || true
-    for _ in $(seq 50); do
-        [ "$(flow_lines "-> $1:81 " | wc -l)" -gt "$before" ] && break
-        sleep 0.1
-    done
-    flow_lines "-> $1:81 " | tail -n 1 | sed -n -E 's/.* policy=([^ ]+).*/\1/p'
-}
 # origin: what a GET of /small to 127.0.0.1 (by address: GEOIP decides) gets.
 origin() {
     curl --silent --max-time 5 -x "socks5://127.0.0.1:$SOCKS_PORT" "$U/small" || echo refused
-}
-wait_more() {
-    for _ in $(seq $((${3:-10} * 10))); do
-        [ "$(log_count "$1")" -gt "$2" ] && return 0
-        sleep 0.1
-    done
-    fail "no new line matching /$1/ in ${3:-10} s"
 }
 HELLO="hello from the e2e origin"
 
