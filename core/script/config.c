@@ -263,19 +263,6 @@ read_strings(lua_State *L, size_t *n)
     return v;
 }
 
-/* A path from the config: relative ones are the bundle's. */
-static char *
-bundle_file(struct script *s, const char *p)
-{
-    if (p[0] == '/' || s->dir == NULL)
-        return strdup(p);
-    size_t n = strlen(s->dir) + strlen(p) + 2;
-    char *out = malloc(n);
-    if (out != NULL)
-        snprintf(out, n, "%s/%s", s->dir, p);
-    return out;
-}
-
 /* "ca.pem" -> "ca.key": the key beside its certificate. */
 static char *
 key_beside(const char *ca)
@@ -337,10 +324,10 @@ read_mitm(struct script *s, int st, int t, char *err, size_t errlen)
     m->max_body = (size_t)opt_number(L, k, "max_body", (double)m->max_body);
     int rc = 0;
     if (lua_getfield(L, k, "ca") == LUA_TSTRING) {
-        m->ca = bundle_file(s, lua_tostring(L, -1));
+        m->ca = script_config_path(s, lua_tostring(L, -1));
         int given = lua_getfield(L, k, "ca_key") == LUA_TSTRING;
         if (given)
-            m->ca_key = bundle_file(s, lua_tostring(L, -1));
+            m->ca_key = script_config_path(s, lua_tostring(L, -1));
         else
             m->ca_key = m->ca ? key_beside(m->ca) : NULL;
         lua_pop(L, 1);

@@ -81,19 +81,6 @@ script_geo_free(struct script *s)
     s->geo = NULL;
 }
 
-/* |p| as the bundle sees it: relative paths are the bundle's. */
-static char *
-bundle_path(struct script *s, const char *p)
-{
-    if (p[0] == '/' || s->dir == NULL)
-        return strdup(p);
-    size_t n = strlen(s->dir) + strlen(p) + 2;
-    char *out = malloc(n);
-    if (out != NULL)
-        snprintf(out, n, "%s/%s", s->dir, p);
-    return out;
-}
-
 /* The whole of |path|, mapped read-only (a geosite.dat is read once). */
 static const uint8_t *
 map_file(const char *path, size_t *len, char *err, size_t errlen)
@@ -268,7 +255,7 @@ choose_path(struct script *s, int file, int *given)
                    ? lua_getfield(L, -1, keys[file])
                    : LUA_TNIL;
     if (type == LUA_TSTRING) {
-        p = bundle_path(s, lua_tostring(L, -1));
+        p = script_config_path(s, lua_tostring(L, -1));
         *given = 1;
     }
     lua_settop(L, top);
@@ -286,7 +273,7 @@ choose_path(struct script *s, int file, int *given)
 static char *
 default_path(struct script *s, int file)
 {
-    char *p0 = bundle_path(s, defaults[file][0]), *p1 = bundle_path(s, defaults[file][1]);
+    char *p0 = script_config_path(s, defaults[file][0]), *p1 = script_config_path(s, defaults[file][1]);
     if (p0 != NULL && p1 != NULL && access(p0, F_OK) != 0 && access(p1, F_OK) == 0) {
         free(p0);
         return p1;

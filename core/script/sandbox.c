@@ -38,6 +38,18 @@ script_bundle_path(struct script *s, const char *rel, char *out, size_t len)
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+char *
+script_config_path(struct script *s, const char *p)
+{
+    if (p[0] == '/' || s->dir == NULL)
+        return strdup(p);
+    size_t n = strlen(s->dir) + strlen(p) + 2;
+    char *out = malloc(n);
+    if (out != NULL)
+        snprintf(out, n, "%s/%s", s->dir, p);
+    return out;
+}
+
 int
 script_load_file(struct script *s, const char *rel)
 {

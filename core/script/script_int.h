@@ -168,6 +168,9 @@ void script_hooks_on_response(void *ud, struct mitm_request *m, struct http_fwd_
 /* sandbox.c */
 /* "<bundle>/<rel>" for a relative path without ".."; -1 otherwise. */
 int script_bundle_path(struct script *s, const char *rel, char *out, size_t len);
+/* A path the config names (chute.config's files, not the sandbox's): as
+ * given when absolute, else the bundle's; malloc'd, NULL out of memory. */
+char *script_config_path(struct script *s, const char *p);
 int script_sandbox_open(struct script *s, char *err, size_t errlen);
 /* Loads a bundle file (path relative to the bundle) into the sandbox: pushes
  * the chunk, or returns non-zero with the message pushed. */
