@@ -138,9 +138,8 @@ read_cache(const struct fetch_item_cfg *c, const char *what, size_t *len)
     return buf;
 }
 
-/* FNV-1a, for a cache file name from a URL. */
-static unsigned long long
-fnv(const char *s)
+unsigned long long
+script_url_hash(const char *s)
 {
     unsigned long long h = 1469598103934665603ull;
     for (; *s; s++)
@@ -182,7 +181,7 @@ script_l_ruleset_remote(lua_State *L)
     else
         fetch_url_shown(c.url, c.name, sizeof(c.name));
     char id[32], err[300];
-    snprintf(id, sizeof(id), "%016llx", fnv(c.url));
+    snprintf(id, sizeof(id), "%016llx", script_url_hash(c.url));
     if (fetch_cache_path(path, "ruleset", id, c.path, sizeof(c.path), err, sizeof(err)) != 0)
         return luaL_error(L, "chute.ruleset { url = ... }: %s", err);
     remote_add(L, s, &c);

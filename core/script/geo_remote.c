@@ -27,15 +27,6 @@
 
 static const char *const keys[SCRIPT_GEO_FILES] = {"mmdb", "asn", "geosite"};
 
-static unsigned long long
-fnv(const char *s)
-{
-    unsigned long long h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* "main.lua:3" for messages, from the chute.config call. */
 static void
 config_where(struct script *s, char *out, size_t n)
@@ -106,7 +97,7 @@ script_geo_remote_cfg(struct script *s, int file, struct fetch_item_cfg *c, char
              lua_getfield(L, t, "via") == LUA_TSTRING ? lua_tostring(L, -1) : "DIRECT");
     const char *path = lua_getfield(L, t, "path") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
     char id[64];
-    snprintf(id, sizeof(id), "%s-%016llx", keys[file], fnv(c->url));
+    snprintf(id, sizeof(id), "%s-%016llx", keys[file], script_url_hash(c->url));
     if (fetch_cache_path(path, "geo", id, c->path, sizeof(c->path), why, sizeof(why)) != 0) {
         snprintf(err, errlen, "%s: chute.config: geo.%s: %s", c->where, keys[file], why);
         goto done;

@@ -165,6 +165,9 @@ int script_hooks_on_request(void *ud, struct mitm_request *m, struct mitm_reply 
 void script_hooks_on_response(void *ud, struct mitm_request *m, struct http_fwd_resp *resp,
                               const char **body, size_t *body_len);
 
+/* bind_remote.c: FNV-1a of a URL, for its cache file's name. */
+unsigned long long script_url_hash(const char *s);
+
 /* sandbox.c */
 /* "<bundle>/<rel>" for a relative path without ".."; -1 otherwise. */
 int script_bundle_path(struct script *s, const char *rel, char *out, size_t len);
