@@ -20,6 +20,7 @@ struct leaf {
     struct tls_server_cfg *cfg; /* the cache's reference */
     double renew_at;          /* wall clock: re-mint from then on */
     uint32_t hash;
+    uint8_t iplen; /* part of the key: "127.0.0.2." is a name, "127.0.0.2" an address */
     char host[]; /* the key: a lower-case name or an address as inet_ntop writes it */
 };
 
@@ -232,7 +233,7 @@ tls_mint_get(struct tls_mint *m, const char *host, double now, char *err, size_t
     }
     uint32_t h = hash_of(key);
     struct leaf *l = m->buckets[h & m->mask];
-    while (l != NULL && (l->hash != h || strcmp(l->host, key) != 0))
+    while (l != NULL && (l->hash != h || l->iplen != iplen || strcmp(l->host, key) != 0))
         l = l->hnext;
     if (l != NULL && now < l->renew_at) {
         lru_unlink(m, l);
@@ -262,6 +263,7 @@ tls_mint_get(struct tls_mint *m, const char *host, double now, char *err, size_t
         return cfg; /* served, not cached */
     memcpy(l->host, key, klen + 1);
     l->hash = h;
+    l->iplen = (uint8_t)iplen;
     l->cfg = cfg;
     l->renew_at = renew_at;
     l->prev = l->next = NULL;
