@@ -214,6 +214,9 @@ local schema = {
     max_body = { type = "integer", check = function(v)
       if v < 1 or v > 16777216 then return "must be 1..16777216 bytes" end
     end },
+    max_buffered = { type = "integer", check = function(v)
+      if v < 262144 or v > 17179869184 then return "must be 262144..17179869184 bytes (256 KiB..16 GiB)" end
+    end },
   } },
   control = { fields = {
     listen = { type = "string", check = core.check_address },

@@ -69,6 +69,7 @@ struct engine_mitm {
     size_t nhooks;
     int auto_bypass, block_quic;
     double bypass_seconds;
+    size_t max_buffered;
 };
 
 struct engine {

@@ -120,6 +120,7 @@ engine_mitm_prepare(struct engine *e, struct script *s, struct engine_mitm *n, c
     n->auto_bypass = mc->auto_bypass;
     n->bypass_seconds = mc->bypass_seconds;
     n->block_quic = mc->block_quic;
+    n->max_buffered = mc->max_buffered;
     for (size_t i = 0; i < mc->nskip; i++)
         LOG_WARN("mitm: certificate checks are off for origins matching \"%s\" "
                  "(mitm.skip_verify_hosts)",
@@ -162,6 +163,7 @@ engine_mitm_commit(struct engine *e, struct engine_mitm *n)
                 .auto_bypass = c->auto_bypass,
                 .bypass_seconds = c->bypass_seconds,
                 .block_quic = c->block_quic,
+                .h2_max_buffered = c->max_buffered,
             };
         mitm_configure(e->mitm, &o);
     }

@@ -205,7 +205,8 @@ parse(struct h2h1 *h)
             used = (size_t)n;
             continue;
         }
-        size_t limit = x->resp_collect ? H2_BUF_CAP(x->resp_max) - 16384 : H2_STREAM_WINDOW;
+        size_t limit = x->resp_collect ? H2_BUF_CAP(x->resp_max) - 16384
+                                       : h2_mem_h1_limit(x->respb.mem);
         if (x->respb.len - x->respb.off >= limit) {
             rc = 0; /* the client reads first */
             break;

@@ -16,7 +16,9 @@
  * Bytes of a body sit in the exchange's buffer only until the other
  * session takes them, and each session's receive window reopens
  * (nghttp2_session_consume) only for bytes the other side took: a slow
- * reader holds at most one stream window of its stream's bytes. */
+ * reader holds at most one stream window of its stream's bytes. The
+ * stream window narrows when the streams alive would let more than
+ * mitm_opts.h2_max_buffered in, all sessions together (h2_mem.c). */
 
 #include <ev.h>
 #include <nghttp2/nghttp2.h>
@@ -87,6 +89,9 @@ struct h2_io {
     int dead;                /* torn down at the next kick */
     int reading;
     const char *why;
+    struct mitm_h2_mem *mem; /* the MITM's body bytes (h2_mem.c), once tracked */
+    struct h2_io *m_prev, *m_next;
+    int32_t window;          /* the SETTINGS_INITIAL_WINDOW_SIZE it last announced */
     void (*on_dead)(struct h2_io *io, const char *why); /* the owner frees itself */
 };
 
@@ -100,6 +105,9 @@ void h2_io_kick(struct h2_io *io);
 void h2_io_fail(struct h2_io *io, const char *why);
 /* Stops the watchers, closes the stream (and the session). */
 void h2_io_fini(struct h2_io *io, int reset);
+/* Counts the session in |mem|: its streams' window follows the MITM's
+ * (the session announced H2_STREAM_WINDOW). */
+void h2_io_track(struct h2_io *io, struct mitm_h2_mem *mem);
 /* A settings + options set both roles share (consume-based windows). */
 nghttp2_option *h2_io_options(int server);
 
@@ -108,6 +116,7 @@ nghttp2_option *h2_io_options(int server);
 struct h2_buf {
     char *p;
     size_t off, len, cap;
+    struct mitm_h2_mem *mem; /* where its bytes are counted */
 };
 
 /* ---- one exchange -------------------------------------------------------- */
@@ -161,12 +170,29 @@ size_t h2_consume_due(size_t n, size_t *early, int all);
 /* The cap a DATA frame's bytes may fill a body buffer to. */
 #define H2_BUF_CAP(max) ((max) + H2_STREAM_WINDOW + 16384)
 
+/* The exchange's buffers count in |mem| (set once, when it is made). */
+void h2_x_mem_init(struct h2x *x, struct mitm_h2_mem *mem);
 /* The bytes a DATA frame brought, kept for the other side. 0, -1 when the
  * buffer would pass |cap| (the peer ignored our window). */
 int h2_buf_put(struct h2_buf *b, const uint8_t *p, size_t n, size_t cap);
 /* Up to |max| bytes out of |b| into |dst|: how many. */
 size_t h2_buf_take(struct h2_buf *b, uint8_t *dst, size_t max);
 void h2_buf_free(struct h2_buf *b);
+
+/* ---- h2_mem.c ------------------------------------------------------------ */
+
+/* The narrowest stream window the cap may ask for (bytes). */
+#define H2_MIN_WINDOW (16 * 1024)
+
+/* The initial stream window sessions are to announce now. */
+int32_t h2_mem_window(const struct mitm_h2_mem *mem);
+/* The body bytes an HTTP/1.1 origin may have waiting for one stream. */
+size_t h2_mem_h1_limit(const struct mitm_h2_mem *mem);
+/* Held bytes went up / down by |n|. */
+void h2_mem_add(struct mitm_h2_mem *mem, size_t n);
+void h2_mem_sub(struct mitm_h2_mem *mem, size_t n);
+/* An exchange begins (+1) or ends (-1): the window may change. */
+void h2_mem_streams(struct mitm_h2_mem *mem, int delta);
 
 /* ---- h2_server.c --------------------------------------------------------- */
 

@@ -48,11 +48,27 @@ write_some(struct h2_io *io)
     return 0;
 }
 
+/* The streams' window follows the MITM's memory (h2_mem.c): a SETTINGS
+ * frame changes every stream's window at once, open ones included (RFC
+ * 9113 §6.9.2), so a narrowed window holds back even bytes a stream's
+ * window had already let in, once they are read. */
+static void
+announce_window(struct h2_io *io)
+{
+    int32_t w = h2_mem_window(io->mem);
+    if (io->mem == NULL || w == io->window)
+        return;
+    nghttp2_settings_entry set = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, (uint32_t)w};
+    if (nghttp2_submit_settings(io->ng, NGHTTP2_FLAG_NONE, &set, 1) == 0)
+        io->window = w;
+}
+
 void
 h2_io_flush(struct h2_io *io)
 {
     if (io->dead)
         return;
+    announce_window(io);
     for (;;) {
         int rc = write_some(io);
         if (rc != 0)
@@ -143,8 +159,29 @@ h2_io_init(struct h2_io *io, struct ev_loop *loop, struct io_stream *s,
 }
 
 void
+h2_io_track(struct h2_io *io, struct mitm_h2_mem *mem)
+{
+    io->mem = mem;
+    io->window = H2_STREAM_WINDOW;
+    io->m_prev = NULL;
+    io->m_next = mem->ios;
+    if (mem->ios != NULL)
+        mem->ios->m_prev = io;
+    mem->ios = io;
+}
+
+void
 h2_io_fini(struct h2_io *io, int reset)
 {
+    if (io->mem != NULL) {
+        if (io->m_prev != NULL)
+            io->m_prev->m_next = io->m_next;
+        else
+            io->mem->ios = io->m_next;
+        if (io->m_next != NULL)
+            io->m_next->m_prev = io->m_prev;
+        io->mem = NULL;
+    }
     if (io->loop != NULL)
         ev_prepare_stop(io->loop, &io->kick);
     if (io->io != NULL) {
@@ -198,12 +235,15 @@ h2_buf_put(struct h2_buf *b, const uint8_t *p, size_t n, size_t cap)
             char *q = realloc(b->p, nc);
             if (q == NULL)
                 return -1;
+            if (b->mem != NULL)
+                b->mem->alloc += nc - b->cap;
             b->p = q;
             b->cap = nc;
         }
     }
     memcpy(b->p + b->len, p, n);
     b->len += n;
+    h2_mem_add(b->mem, n);
     return 0;
 }
 
@@ -215,14 +255,24 @@ h2_buf_take(struct h2_buf *b, uint8_t *dst, size_t max)
         return 0; /* an empty buffer may have no memory yet */
     memcpy(dst, b->p + b->off, n);
     b->off += n;
-    if (b->off == b->len)
+    h2_mem_sub(b->mem, n);
+    if (b->off == b->len) {
         b->off = b->len = 0;
+        if (b->mem != NULL && b->mem->held > b->mem->max / 2)
+            h2_buf_free(b); /* under pressure an empty buffer gives its memory back */
+    }
     return n;
 }
 
 void
 h2_buf_free(struct h2_buf *b)
 {
+    struct mitm_h2_mem *mem = b->mem;
+    size_t cap = b->cap, left = b->len - b->off;
     free(b->p);
-    *b = (struct h2_buf){0};
+    *b = (struct h2_buf){.mem = mem};
+    if (mem != NULL && cap > 0) {
+        h2_mem_sub(mem, left);
+        mem->alloc -= cap;
+    }
 }

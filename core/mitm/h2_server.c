@@ -40,6 +40,7 @@ x_free(struct h2x *x)
 {
     h2_buf_free(&x->reqb);
     h2_buf_free(&x->respb);
+    h2_mem_streams(x->reqb.mem, -1);
     mem_arena_fini(&x->arena);
     free(xl(x));
 }
@@ -400,6 +401,8 @@ on_begin_headers(nghttp2_session *ng, const nghttp2_frame *fr, void *ud)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     struct h2x *x = &l->x;
     mem_arena_init(&x->arena);
+    h2_x_mem_init(x, &srv->s->m->h2mem);
+    h2_mem_streams(x->reqb.mem, 1);
     x->srv = srv;
     x->cid = fr->hd.stream_id;
     l->next = srv->xs != NULL ? xl(srv->xs) : NULL;
@@ -569,6 +572,7 @@ mitm_h2_server_start(struct mitm_sess *s, struct io_stream *tls)
     s->m->st.h2_clients++;
     s->h2 = srv;
     h2_io_init(&srv->io, s->m->env->loop, tls, on_dead);
+    h2_io_track(&srv->io, &s->m->h2mem);
     srv->idle_s = s->m->o.idle_timeout > 0 ? s->m->o.idle_timeout : s->m->env->opts->idle_timeout;
     srv->last = ev_now(srv->io.loop);
     if (srv->idle_s > 0) {

@@ -392,6 +392,7 @@ up_session(struct h2_up *u, struct io_stream *tls)
         return -1;
     }
     h2_io_init(&u->io, u->pool->m->env->loop, tls, on_dead);
+    h2_io_track(&u->io, &u->pool->m->h2mem);
     u->state = UP_READY;
     ready(u);
     h2_io_flush(&u->io);

@@ -141,6 +141,7 @@ mitm_new(const struct flow_env *env)
     if (m == NULL)
         return NULL;
     m->env = env;
+    m->h2mem.max = MITM_H2_MAX_BUFFERED;
     m->icpt = (struct flow_intercept){.wants = wants, .start = mitm_sess_start,
                                       .stop = mitm_sess_stop, .ud = m};
     return m;
@@ -160,6 +161,7 @@ void
 mitm_configure(struct mitm *m, const struct mitm_opts *o)
 {
     m->o = *o;
+    m->h2mem.max = o->h2_max_buffered ? o->h2_max_buffered : MITM_H2_MAX_BUFFERED;
     /* A reload may give a policy id another meaning: idle connections
      * opened through the old one go. */
     mitm_h1_pool_free(m);
@@ -196,4 +198,8 @@ mitm_stats(const struct mitm *m, struct mitm_stats *out)
 {
     *out = m->st;
     out->h1_up_idle = mitm_h1_idle_count(m);
+    out->h2_buffered = m->h2mem.held;
+    out->h2_buffered_peak = m->h2mem.peak;
+    out->h2_buffer_alloc = m->h2mem.alloc;
+    out->h2_narrowed = m->h2mem.narrowed;
 }

@@ -123,7 +123,11 @@ struct mitm_opts {
     double bypass_seconds;
     int block_quic;                 /* refuse UDP/443 to MITM hosts (the TUN) */
     double idle_timeout;            /* seconds with nothing moving on an exchange */
+    size_t h2_max_buffered;         /* h2 body bytes all sessions may hold: stream windows
+                                     * narrow to fit it (0: MITM_H2_MAX_BUFFERED) */
 };
+
+#define MITM_H2_MAX_BUFFERED ((size_t)64 << 20)
 
 /* The MITM's counters, one X(field, key) each (log/counter.h). */
 #define MITM_STATS(X)                                                                              \
@@ -156,7 +160,11 @@ struct mitm_opts {
     X(h2_up_streams, mitm_h2_upstream_streams) /* upstream streams */                           \
     X(h2_up_rst, mitm_h2_upstream_rst)   /* upstream streams the origin reset */                \
     X(h2_goaway, mitm_h2_goaway)         /* GOAWAYs from origins */                             \
-    X(h2_stalls, mitm_h2_flow_stalls)    /* a body waited for the other side to take bytes */
+    X(h2_stalls, mitm_h2_flow_stalls)    /* a body waited for the other side to take bytes */ \
+    X(h2_buffered, mitm_h2_buffered_bytes) /* h2 body bytes held now (all sessions) */     \
+    X(h2_buffered_peak, mitm_h2_buffered_peak) /* ... the most since start */                \
+    X(h2_buffer_alloc, mitm_h2_buffer_alloc)   /* what their buffers take now */              \
+    X(h2_narrowed, mitm_h2_windows_narrowed) /* times over h2_max_buffered: windows narrowed */
 
 struct mitm_stats {
 #define X(field, key) uint64_t field;

@@ -39,6 +39,17 @@ struct mitm_h1_known {
     double until;
 };
 
+/* HTTP/2 body bytes held by every session together (h2_mem.c). */
+struct mitm_h2_mem {
+    size_t held, peak;          /* body bytes waiting in buffers, now and at most */
+    size_t alloc;               /* bytes the buffers take (empty ones are freed past max/2) */
+    size_t max;                 /* mitm_opts.h2_max_buffered */
+    size_t streams;             /* exchanges alive */
+    int32_t window;             /* the stream window sessions announce (0: the full one) */
+    uint64_t narrowed;          /* times it was narrowed */
+    struct h2_io *ios;          /* every session, both roles */
+};
+
 struct mitm {
     const struct flow_env *env;
     struct mitm_opts o;
@@ -47,6 +58,7 @@ struct mitm {
     struct mitm_bypass bypass[MITM_BYPASS_MAX];
     size_t bypass_next; /* the slot the next entry takes when none has expired */
     struct h2_pool *h2pool; /* HTTP/2: shared upstream connections (h2_upstream.c) */
+    struct mitm_h2_mem h2mem;
     struct mitm_h1_pool *h1pool; /* HTTP/1: idle upstream connections (h1_pool.c) */
     struct mitm_sess *probes, *waiters; /* probe.c */
     struct mitm_h1_known h1known[MITM_H1_KNOWN];

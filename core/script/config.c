@@ -322,6 +322,7 @@ read_mitm(struct script *s, int st, int t, char *err, size_t errlen)
     lua_pop(L, 1);
     m->bypass_seconds = opt_number(L, k, "bypass_seconds", m->bypass_seconds);
     m->max_body = (size_t)opt_number(L, k, "max_body", (double)m->max_body);
+    m->max_buffered = (size_t)opt_number(L, k, "max_buffered", 0);
     int rc = 0;
     if (lua_getfield(L, k, "ca") == LUA_TSTRING) {
         m->ca = script_config_path(s, lua_tostring(L, -1));

@@ -86,6 +86,7 @@ struct script_mitm {
     double bypass_seconds;
     int block_quic;       /* refuse UDP/443 to MITM hosts on the TUN (default on) */
     size_t max_body;      /* bytes of a body a hook or rewrite may see (default 128 KiB) */
+    size_t max_buffered;  /* h2 body bytes held across all connections (0: the MITM's default) */
 };
 
 /* control = { ... }: the control API (core/control). */

@@ -23,6 +23,7 @@ chute.config {
     -- given. The module's [MITM] hostname line adds its own hosts.
     hosts = { "api.example.net", "-pinned.example.com" },
     auto_bypass = true,   -- a client that refuses our certificate: pass that host through
+    max_buffered = 64 * 1024 * 1024, -- h2 body bytes held across all connections (the default)
   },
 }
 

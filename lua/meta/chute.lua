@@ -59,6 +59,7 @@ local chute = {}
 ---@field bypass_seconds? number  how long (default 300)
 ---@field block_quic? boolean     refuse UDP/443 to MITM hosts on the TUN so browsers fall back to TCP (default true)
 ---@field max_body? integer       bytes of a body a hook may see; the default for hooks' max_body (default 131072)
+---@field max_buffered? integer   HTTP/2 body bytes chute holds across all connections; past it windows stop reopening and senders wait (default 67108864)
 
 ---@class chute.config.geo.remote
 ---@field url string          http(s) URL of the file, fetched in the background (the cache is read at load)

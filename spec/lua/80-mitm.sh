@@ -13,7 +13,7 @@ check_error() {
 check_error "a host pattern with a bad port names the line and the entry" mitm-bad-host \
     'mitm-bad-host/main.lua:4: chute.config: mitm.hosts: [2]: "api.example.net:70000": the port must be 1..65535 ("host:8443")'
 check_error "an unknown mitm key is named with its path and the known keys" mitm-unknown-key \
-    "mitm-unknown-key/main.lua:4: chute.config: unknown key 'mitm.skip_verify' (known: auto_bypass, block_quic, bypass_seconds, ca, ca_key, hosts, max_body, skip_verify_hosts)"
+    "mitm-unknown-key/main.lua:4: chute.config: unknown key 'mitm.skip_verify' (known: auto_bypass, block_quic, bypass_seconds, ca, ca_key, hosts, max_body, max_buffered, skip_verify_hosts)"
 check_error "a URL pattern PCRE2 refuses: the call's line and PCRE2's reason" mitm-bad-pattern \
     'mitm-bad-pattern/main.lua:4: chute.on_request: bad pattern "^https://api\.example\.com/(v1": missing closing parenthesis at offset 30'
 check_error "a CA without its key beside it names the path looked for" mitm-missing-key \

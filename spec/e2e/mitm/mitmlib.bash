@@ -103,6 +103,7 @@ http {
         server_name _;
         ssl_certificate $NETNS_TMP/pki/leaf.pem;
         ssl_certificate_key $NETNS_TMP/pki/leaf.key;
+        root $WWW;
         location = /echo {
             default_type text/plain;
             return 200 "h2 origin uri=\$request_uri proto=\$server_protocol\n";
