@@ -110,6 +110,8 @@ void h2_io_fini(struct h2_io *io, int reset);
 void h2_io_track(struct h2_io *io, struct mitm_h2_mem *mem);
 /* A settings + options set both roles share (consume-based windows). */
 nghttp2_option *h2_io_options(int server);
+/* The allocator both roles' sessions use (h2_alloc.c). */
+nghttp2_mem *h2_alloc(void);
 
 /* ---- a body's bytes between the two sessions ----------------------------- */
 

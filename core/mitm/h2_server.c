@@ -548,7 +548,7 @@ mitm_h2_server_start(struct mitm_sess *s, struct io_stream *tls)
     struct h2_srv *srv = calloc(1, sizeof(*srv));
     nghttp2_option *opt = h2_io_options(1);
     if (srv == NULL || opt == NULL ||
-        nghttp2_session_server_new2(&srv->io.ng, cbs, srv, opt) != 0) {
+        nghttp2_session_server_new3(&srv->io.ng, cbs, srv, opt, h2_alloc()) != 0) {
         free(srv);
         if (opt != NULL)
             nghttp2_option_del(opt);

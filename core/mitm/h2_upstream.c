@@ -374,7 +374,8 @@ up_session(struct h2_up *u, struct io_stream *tls)
 {
     nghttp2_session_callbacks *cbs = callbacks();
     nghttp2_option *opt = h2_io_options(0);
-    int rc = cbs != NULL && opt != NULL ? nghttp2_session_client_new2(&u->io.ng, cbs, u, opt) : -1;
+    int rc = cbs != NULL && opt != NULL ? nghttp2_session_client_new3(&u->io.ng, cbs, u, opt, h2_alloc())
+                                                : -1;
     if (opt != NULL)
         nghttp2_option_del(opt);
     nghttp2_settings_entry set[] = {

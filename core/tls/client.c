@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "mem/pages.h"
 #include "tls/tls_int.h"
 
 /* The client role: one allocation per connection holds the record pump's
@@ -109,8 +110,7 @@ client_destroy(struct tls_conn *conn)
     struct tls_client *c = CLIENT_OF(conn);
     tls_x509_fini(&c->xw);
     free(c->alpn_store);
-    explicit_bzero(c, sizeof(*c)); /* keys and the master secret */
-    free(c);
+    mem_pages_free(c, sizeof(*c)); /* the pages, keys and records with them, go back unread */
 }
 
 static const struct tls_conn_role client_role = {
@@ -200,7 +200,7 @@ struct tls_handshake *
 tls_client_start(struct tls_ctx *t, struct io_stream *inner, const struct tls_client_opts *o,
                  tls_handshake_cb cb, void *arg)
 {
-    struct tls_client *c = calloc(1, sizeof(*c));
+    struct tls_client *c = mem_pages_alloc(sizeof(*c)); /* as the server's (server.c) */
     if (c == NULL) {
         io_close(inner, 0);
         return NULL;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem/pages.h"
 #include "tls/tls_int.h"
 
 /* The server role (the MITM's client side): a configuration holds one
@@ -341,8 +342,7 @@ server_destroy(struct tls_conn *c)
 {
     struct tls_server *s = SERVER_OF(c);
     tls_server_cfg_free(s->cfg);
-    explicit_bzero(s, sizeof(*s));
-    free(s);
+    mem_pages_free(s, sizeof(*s)); /* the pages, keys and records with them, go back unread */
 }
 
 static const struct tls_conn_role server_role = {
@@ -387,17 +387,14 @@ struct tls_handshake *
 tls_server_start_alpn(const struct tls_server_cfg *cfg, struct io_stream *inner,
                       const char *const *alpn, size_t nalpn, tls_handshake_cb cb, void *arg)
 {
-    /* Zeroed but for the engine's buffer, which it reads only where records
-     * were written: an idle connection's small records touch a page or two
-     * of each side, so the rest (about 28 KiB) is never backed. */
-    struct tls_server *s = malloc(sizeof(*s));
+    /* Mapped (mem/pages.h): an idle connection's small records touch a
+     * page or two of each side of the engine's buffer, so the rest (about
+     * 28 KiB) is never resident. */
+    struct tls_server *s = mem_pages_alloc(sizeof(*s));
     if (s == NULL) {
         io_close(inner, 0);
         return NULL;
     }
-    size_t ib = offsetof(struct tls_server, c.iobuf), ie = ib + sizeof(s->c.iobuf);
-    memset(s, 0, ib);
-    memset((char *)s + ie, 0, sizeof(*s) - ie);
     /* The reference count and the session cache are bookkeeping; the
      * configuration itself stays as it was made. */
     s->cfg = (struct tls_server_cfg *)cfg;
