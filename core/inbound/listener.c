@@ -142,18 +142,6 @@ on_hs_deadline(struct ev_loop *loop, ev_timer *w, int revents)
     hs_arm(l);
 }
 
-static void
-src_key(uint8_t key[16], const struct sockaddr_storage *peer)
-{
-    memset(key, 0, 16);
-    if (peer->ss_family == AF_INET6) {
-        memcpy(key, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
-    } else if (peer->ss_family == AF_INET) {
-        key[10] = key[11] = 0xff;
-        memcpy(key + 12, &((const struct sockaddr_in *)peer)->sin_addr, 4);
-    }
-}
-
 /* Closes the oldest unfinished handshake of |src|, or of all, when a new
  * one would pass a cap. */
 static void
@@ -305,7 +293,7 @@ void
 inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c,
                   const struct sockaddr_storage *peer)
 {
-    src_key(c->_src, peer);
+    flow_sockaddr_key(c->_src, peer);
     hs_make_room(l, c->_src);
     c->_l = l;
     c->_next = &l->head;
