@@ -328,11 +328,12 @@ get_chute(struct control_client *cl, const char *section)
             control_reply_json(cl, 200, sec);
         return;
     }
-    json_t *ctl = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "requests", (json_int_t)c->st.requests,
-                            "unauthorized", (json_int_t)c->st.unauthorized, "bad_requests",
+    json_t *ctl = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "requests",
+                            (json_int_t)c->st.requests, "unauthorized",
+                            (json_int_t)c->st.unauthorized, "bad_requests",
                             (json_int_t)c->st.bad_requests, "dropped", (json_int_t)c->st.dropped,
-                            "hs_timeouts", (json_int_t)c->st.hs_timeouts, "clients",
-                            (json_int_t)c->nclients);
+                            "hs_timeouts", (json_int_t)c->st.hs_timeouts, "source_drops",
+                            (json_int_t)c->st.source_drops, "clients", (json_int_t)c->nclients);
     control_reply_json(cl, 200, json_pack("{s:o,s:o,s:o}", "counters", a.flat, "sections",
                                           a.sections, "control", ctl));
 }

@@ -22,6 +22,10 @@
 #define CONTROL_IN_MAX 16384      /* request head + body: 431 / 413 beyond */
 #define CONTROL_OUT_MAX 262144    /* answer bytes queued per client */
 #define CONTROL_MAX_CLIENTS 1024  /* more are refused at accept */
+/* Clients from one address that have not sent a whole request yet: a new
+ * one past it closes that address's oldest, so one source cannot push
+ * another's out through the global cap. */
+#define CONTROL_HS_PER_SOURCE 256
 
 struct flow_table;
 struct outbound_set;

@@ -45,6 +45,7 @@ struct control_client {
     double last_active;
     double since;              /* accepted at */
     int answered;              /* a whole request came: its handshake is done */
+    uint8_t src[16];           /* the peer's address (flow_sockaddr_key) */
     void (*fake_cb)(void *arg, const char *p, size_t n);
     void *fake_arg;
     struct control_client *prev, *next;
@@ -53,6 +54,7 @@ struct control_client {
 struct control_stats {
     uint64_t requests, unauthorized, bad_requests, dropped, clients;
     uint64_t hs_timeouts; /* closed: no whole request within CONTROL_HS_DEADLINE */
+    uint64_t source_drops; /* closed: CONTROL_HS_PER_SOURCE unfinished from its address */
 };
 
 struct control {
@@ -65,6 +67,7 @@ struct control {
     int paused;                /* pauses since the last accept that worked (logged once) */
     int emfile_told;           /* ... and this episode's was logged */
     double emfile_logged;      /* when a pause was last logged */
+    double hs_logged;          /* when the per-source cap was last logged */
     struct control_client head;
     size_t nclients;
     uint64_t last_up, last_down, rate_up, rate_down;

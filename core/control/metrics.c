@@ -175,9 +175,11 @@ control_metrics(struct control_client *cl)
             "# TYPE chute_control_unauthorized counter\nchute_control_unauthorized %llu\n"
             "# TYPE chute_control_dropped counter\nchute_control_dropped %llu\n"
             "# TYPE chute_control_hs_timeouts counter\nchute_control_hs_timeouts %llu\n"
+            "# TYPE chute_control_source_drops counter\nchute_control_source_drops %llu\n"
             "# TYPE chute_control_clients gauge\nchute_control_clients %zu\n",
         (unsigned long long)c->st.requests, (unsigned long long)c->st.unauthorized,
-        (unsigned long long)c->st.dropped, (unsigned long long)c->st.hs_timeouts, c->nclients);
+        (unsigned long long)c->st.dropped, (unsigned long long)c->st.hs_timeouts,
+        (unsigned long long)c->st.source_drops, c->nclients);
     if (t.oom)
         control_reply_error(cl, 500, "out of memory");
     else

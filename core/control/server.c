@@ -177,10 +177,16 @@ client_new(struct control *c, int fd)
  * request yet goes, so a flood of silent connections cannot lock the
  * dashboard out. 0 if there is none (the newcomer is refused). */
 static int
+unfinished(const struct control_client *cl)
+{
+    return !cl->answered && !cl->busy && !cl->dead && cl->fd >= 0;
+}
+
+static int
 drop_oldest_unfinished(struct control *c)
 {
     for (struct control_client *cl = c->head.next; cl != &c->head; cl = cl->next)
-        if (!cl->answered && !cl->busy && !cl->dead && cl->fd >= 0) {
+        if (unfinished(cl)) {
             c->st.dropped++;
             control_client_kill(cl);
             return 1;
@@ -188,12 +194,38 @@ drop_oldest_unfinished(struct control *c)
     return 0;
 }
 
+/* A newcomer from |src| with CONTROL_HS_PER_SOURCE of its address's
+ * clients unfinished: the oldest of them goes (the list is oldest first),
+ * as the SOCKS5/HTTP listeners do (inbound/listener.c hs_make_room). */
+static void
+source_make_room(struct control *c, const uint8_t src[16])
+{
+    struct control_client *oldest = NULL;
+    size_t same = 0;
+    for (struct control_client *cl = c->head.next; cl != &c->head; cl = cl->next)
+        if (unfinished(cl) && memcmp(cl->src, src, 16) == 0 && same++ == 0)
+            oldest = cl;
+    if (same < CONTROL_HS_PER_SOURCE)
+        return;
+    c->st.source_drops++;
+    double now = ev_now(c->env.loop);
+    if (c->hs_logged == 0 || now - c->hs_logged >= 10) {
+        c->hs_logged = now;
+        LOG_WARN("control: too many unfinished clients from one source (cap %d per source, %d in "
+                 "all): closing its oldest (counted in control.source_drops)",
+                 CONTROL_HS_PER_SOURCE, CONTROL_MAX_CLIENTS);
+    }
+    control_client_kill(oldest);
+}
+
 static void
 on_accept(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct control *c = CONTAINER(w, struct control, w);
     for (int i = 0; i < 32; i++) {
-        int fd = accept4(c->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof(peer);
+        int fd = accept4(c->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* One line per episode, one per 10 s when they follow
@@ -217,6 +249,9 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
                 LOG_INFO("control: accept resumed after %d pauses", c->paused);
             c->paused = c->emfile_told = 0;
         }
+        uint8_t src[16];
+        flow_sockaddr_key(src, &peer);
+        source_make_room(c, src);
         if (c->nclients >= CONTROL_MAX_CLIENTS && !drop_oldest_unfinished(c)) {
             c->st.dropped++;
             close(fd);
@@ -224,8 +259,11 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        if (client_new(c, fd) == NULL)
+        struct control_client *cl = client_new(c, fd);
+        if (cl == NULL)
             close(fd);
+        else
+            memcpy(cl->src, src, 16);
     }
 }
 

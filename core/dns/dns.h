@@ -117,6 +117,7 @@ const char *dns_resolver_name_of(struct dns_resolver *r, const uint8_t *ip, int 
     X(timeouts, timeouts)               /* attempts an upstream left unanswered */                 \
     X(truncated_tcp, tcp)               /* truncated UDP answers retried over TCP */               \
     X(failures, failures)               /* upstream exchanges that ended in an error */            \
+    X(abandoned, abandoned)             /* exchanges stopped: every query for them was cancelled */ \
     X(hosts_hits, hosts_hits)           /* dns_resolve answered by the hosts file */               \
     X(cache_entries, cache_entries)                                                                \
     X(reverse_entries, reverse_entries) /* IP -> name pairs, from answers */
@@ -147,7 +148,12 @@ struct dns_server_opts {
     /* UDP+TCP listener ("127.0.0.1:5353"); NULL: none. The TUN's port 53 is
      * answered without it. */
     const struct sockaddr_storage *listen;
+    /* Forwarded queries waiting for the upstreams at once; past it the
+     * oldest is answered SERVFAIL (0: DNS_SERVER_PENDING_DEFAULT). Each
+     * waiting name costs an upstream socket while its upstream is slow. */
+    size_t max_pending;
 };
+#define DNS_SERVER_PENDING_DEFAULT 256
 
 /* What chute.on_dns decided for a name: nothing (answer as usual), block
  * (NXDOMAIN), fixed addresses, or real (no fake IP for it). */
@@ -204,6 +210,8 @@ const struct sockaddr_storage *dns_server_tcp_addr(const struct dns_server *s);
     X(formerr, formerr)                                                                            \
     X(servfail, servfail)         /* forwarded, and the resolver gave no answer */                 \
     X(dropped, dropped)           /* not answered: no header, out of memory */                     \
+    X(pending, pending)           /* forwarded queries waiting for the upstreams now */            \
+    X(pending_dropped, pending_dropped) /* answered SERVFAIL early: max_pending were waiting */     \
     X(fake_misses, fake_misses)   /* flows to a fake IP with no name behind it */                  \
     X(fake_entries, fake_entries) /* fake-IP mappings held */                                      \
     X(fake_bytes, fake_bytes)     /* memory they take */

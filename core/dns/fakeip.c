@@ -27,6 +27,7 @@
 #define CHUNK_SHIFT 10       /* 1024 slots, 64 KiB a chunk */
 #define CHUNK_SLOTS (1u << CHUNK_SHIFT)
 #define MIN_HEADS 64u
+#define FAKE_PREFIX4_MAX 28  /* 13 addresses at least */
 
 struct slot {
     uint32_t prev, next;        /* recency list: prev older, next newer */
@@ -390,8 +391,14 @@ dns_fakeip_new(const char *v4, const char *v6, size_t max_entries, char *err, si
                v4 ? v4 : "(none)");
         return NULL;
     }
-    if (p4 < 8 || p4 > 30) {
-        seterr(err, errlen, "fake-ip range \"%s\": prefix must be 8..30", v4);
+    /* A /29 or /30 leaves 5 or 1 addresses: every name past them takes an
+     * address another name's flows still use (a /30 maps every name to
+     * one address). */
+    if (p4 < 8 || p4 > FAKE_PREFIX4_MAX) {
+        seterr(err, errlen,
+               "fake-ip range \"%s\": prefix must be 8..%d (a /%d has %u usable; "
+               "names past them would take addresses other names' flows still use)",
+               v4, FAKE_PREFIX4_MAX, p4, p4 >= 8 && p4 <= 30 ? (1u << (32 - p4)) - 3 : 0);
         return NULL;
     }
     /* network, network + 1 (the gateway) and broadcast are not handed out */

@@ -64,6 +64,25 @@ waiter_del(struct waiter *w)
     w->lk = NULL;
 }
 
+/* A cancelled query's lookup that nobody else waits for stops: its socket
+ * and timer are not held for the upstream timeout on behalf of no one (a
+ * flood of names to a slow upstream, each query dropped, held one per
+ * name). A delivered query's lookup goes on: the other family's answer
+ * still fills the cache. lookup_done clears lk->x first, so a lookup
+ * delivering stays. */
+static void
+waiter_leave(struct waiter *w)
+{
+    struct lookup *lk = w->lk;
+    waiter_del(w);
+    if (lk != NULL && lk->waiters == NULL && lk->x != NULL) {
+        unhash(lk);
+        dns_exchange_cancel(lk->x);
+        lk->r->st.abandoned++;
+        free(lk);
+    }
+}
+
 static void on_query_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
 static struct dns_query *
@@ -501,8 +520,11 @@ dns_forward(struct dns_resolver *r, const uint8_t *raw, size_t len, dns_forward_
 void
 dns_query_cancel(struct dns_query *q)
 {
-    if (q != NULL)
-        query_free(q);
+    if (q == NULL)
+        return;
+    waiter_leave(&q->slot[SLOT6].w);
+    waiter_leave(&q->slot[SLOT4].w);
+    query_free(q);
 }
 
 void

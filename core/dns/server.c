@@ -16,6 +16,7 @@
 #define HOOK_CACHE_MAX 8192
 #define HOOK_TTL 60
 #define NEG_TTL 30
+#define PENDING_LOG_GAP 10.0 /* seconds between two "too many waiting" lines */
 
 struct hook_entry {
     struct hook_entry *next;
@@ -119,6 +120,9 @@ unlink_pending(struct dns_server *s, struct pending *p)
         s->pend = p->next;
     if (p->next != NULL)
         p->next->prev = p->prev;
+    else
+        s->pend_tail = p->prev;
+    s->npend--;
 }
 
 /* The upstream answered chute's own query, which had an OPT record; an
@@ -143,6 +147,17 @@ strip_opt(struct dns_server *s, uint8_t *msg, size_t len)
     return start;
 }
 
+/* SERVFAIL keeps clients from waiting out their own timeout. */
+static void
+answer_servfail(struct dns_server *s, struct pending *p, const char *why)
+{
+    if (dns_msg_parse(&s->msg, p->query, p->qlen) != 0)
+        return;
+    s->st.servfail++;
+    reply(p->cb, p->ctx, s->out,
+          dns_build_error(s->out, sizeof(s->out), &s->msg, DNS_RCODE_SERVFAIL, 0), p->max, why);
+}
+
 static void
 on_forwarded(void *arg, const uint8_t *resp, size_t len, const char *err)
 {
@@ -155,13 +170,30 @@ on_forwarded(void *arg, const uint8_t *resp, size_t len, const char *err)
         if (!p->edns)
             len = strip_opt(s, out, len);
         reply(p->cb, p->ctx, out, (int)len, p->max, "forwarded");
-    } else if (dns_msg_parse(&s->msg, p->query, p->qlen) == 0) {
-        /* SERVFAIL keeps clients from waiting out their own timeout. */
-        s->st.servfail++;
-        reply(p->cb, p->ctx, s->out,
-              dns_build_error(s->out, sizeof(s->out), &s->msg, DNS_RCODE_SERVFAIL, 0), p->max,
-              err != NULL ? err : "upstream failed");
+    } else {
+        answer_servfail(s, p, err != NULL ? err : "upstream failed");
     }
+    free(p);
+}
+
+/* The cap on waiting queries: a flood of names to a slow upstream would
+ * otherwise hold a socket and a buffer per name for the upstream timeout.
+ * The oldest goes first: it is the closest to timing out anyway. */
+static void
+drop_oldest(struct dns_server *s)
+{
+    struct pending *p = s->pend;
+    unlink_pending(s, p);
+    dns_query_cancel(p->q);
+    s->st.pending_dropped++;
+    double now = ev_now(s->loop);
+    if (s->pend_logged == 0 || now - s->pend_logged >= PENDING_LOG_GAP) {
+        s->pend_logged = now;
+        LOG_WARN("dns: %zu forwarded queries are waiting for the upstreams (the cap): the oldest "
+                 "is answered SERVFAIL (%llu so far; a slow or dead upstream?)",
+                 s->max_pending, (unsigned long long)s->st.pending_dropped);
+    }
+    answer_servfail(s, p, "too many queries waiting");
     free(p);
 }
 
@@ -169,6 +201,9 @@ static void
 forward(struct dns_server *s, const uint8_t *q, size_t len, size_t max, dns_answer_cb cb,
         const void *ctx, size_t ctx_len)
 {
+    int edns = s->msg.has_edns; /* s->msg holds this query, parsed by the caller */
+    while (s->npend >= s->max_pending)
+        drop_oldest(s); /* reuses s->msg */
     struct pending *p = malloc(sizeof(*p) + len);
     if (p == NULL) {
         s->st.dropped++;
@@ -178,15 +213,18 @@ forward(struct dns_server *s, const uint8_t *q, size_t len, size_t max, dns_answ
     p->cb = cb;
     p->max = max;
     p->ctx_len = ctx_len;
-    p->edns = s->msg.has_edns; /* s->msg holds this query, parsed by the caller */
+    p->edns = edns;
     memcpy(p->ctx, ctx, ctx_len);
     p->qlen = len;
     memcpy(p->query, q, len);
-    p->prev = NULL;
-    p->next = s->pend;
-    if (s->pend != NULL)
-        s->pend->prev = p;
-    s->pend = p;
+    p->next = NULL;
+    p->prev = s->pend_tail;
+    if (s->pend_tail != NULL)
+        s->pend_tail->next = p;
+    else
+        s->pend = p;
+    s->pend_tail = p;
+    s->npend++;
     s->st.forwarded++;
     p->q = dns_forward(s->r, q, len, on_forwarded, p);
     if (p->q == NULL) {
@@ -313,6 +351,7 @@ void
 dns_server_stats(const struct dns_server *s, struct dns_server_stats *out)
 {
     *out = s->st;
+    out->pending = s->npend;
     if (s->fake != NULL) {
         struct dns_fakeip_stats fs;
         dns_fakeip_stats(s->fake, &fs);
@@ -366,6 +405,7 @@ dns_server_new(struct ev_loop *loop, struct dns_resolver *r, const struct dns_se
     s->mode = o->mode;
     s->fake_ttl = o->fake_ttl ? o->fake_ttl : 1;
     s->udp_fd = s->tcp_fd = -1;
+    s->max_pending = o->max_pending ? o->max_pending : DNS_SERVER_PENDING_DEFAULT;
     if (o->mode == DNS_MODE_FAKE_IP) {
         s->fake = dns_fakeip_new(o->range4, o->range6[0] ? o->range6 : NULL, o->fake_max, err,
                                  errlen);

@@ -26,7 +26,9 @@ struct dns_server {
     void *hook_arg;
     struct hook_entry *hooks[DNS_HOOK_BUCKETS];
     size_t nhooks;
-    struct pending *pend;          /* queries at the upstreams */
+    struct pending *pend, *pend_tail; /* queries at the upstreams, oldest first */
+    size_t npend, max_pending;
+    double pend_logged;            /* when the cap was last logged */
     struct dns_server_stats st;
     /* listen.c */
     int udp_fd, tcp_fd;

@@ -102,6 +102,18 @@ flow_sockaddr_set(struct sockaddr_storage *ss, int version, const uint8_t *ip, u
     }
 }
 
+void
+flow_sockaddr_key(uint8_t key[16], const struct sockaddr_storage *ss)
+{
+    memset(key, 0, 16);
+    if (ss->ss_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+    } else if (ss->ss_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+    }
+}
+
 int
 flow_addr_from_ip(struct flow_addr *a, const char *ip, size_t len, uint16_t port)
 {

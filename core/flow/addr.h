@@ -24,6 +24,9 @@ void flow_addr_format(const struct flow_addr *a, char *buf, size_t len);
 void flow_sockaddr_format(const struct sockaddr_storage *ss, char *buf, size_t len);
 /* Sets |ss| to IPv|version| address |ip| (4 or 16 bytes) and |port| (host order). */
 void flow_sockaddr_set(struct sockaddr_storage *ss, int version, const uint8_t *ip, uint16_t port);
+/* The 16-byte key of |ss|'s address for per-source caps: IPv6 as is,
+ * IPv4 v4-mapped (::ffff:a.b.c.d), anything else all zero. */
+void flow_sockaddr_key(uint8_t key[16], const struct sockaddr_storage *ss);
 /* Parses an IP literal (v4 or v6, no brackets) into |a|; returns 0 or -1. */
 int flow_addr_from_ip(struct flow_addr *a, const char *ip, size_t len, uint16_t port);
 /* Sets |a| to an IP literal if |host| is one, else to a name. -1 if too long

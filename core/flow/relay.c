@@ -181,6 +181,8 @@ dir_init(struct flow_relay *r, struct flow_relay_dir *d, int src, int dst, const
     return 0;
 }
 
+#define SPLICE_NO_PIPES (-2)
+
 /* Splice mode: the sockets under two bare-socket streams. */
 static int
 splice_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, int up_fd,
@@ -196,6 +198,15 @@ splice_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, int up_f
         free(r->_up._pre);
         free(r->_down._pre);
         return -1;
+    }
+    /* Both pipes now, not at the first byte: out of descriptors (EMFILE)
+     * the flow still relays, through buffers, instead of ending as a bare
+     * "error" after the client was told the connection succeeded. */
+    if (pipe2(r->_up._pipe, O_NONBLOCK | O_CLOEXEC) != 0 ||
+        pipe2(r->_down._pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+        dir_close(loop, &r->_up);
+        dir_close(loop, &r->_down);
+        return SPLICE_NO_PIPES;
     }
     r->_running = 1;
     r->_idle_timeout = a->idle;
@@ -215,7 +226,10 @@ flow_relay_start(struct flow_relay *r, struct ev_loop *loop, const struct flow_r
 
     if (cfd < 0 || ufd < 0)
         return flow_relay_start_stream(r, loop, a);
-    if (splice_start(r, loop, cfd, ufd, a) != 0)
+    int rc = splice_start(r, loop, cfd, ufd, a);
+    if (rc == SPLICE_NO_PIPES)
+        return flow_relay_start_stream(r, loop, a);
+    if (rc != 0)
         return -1;
     /* The relay owns the sockets now; the wrappers go. */
     io_fd_release(a->client);

@@ -158,6 +158,10 @@ head_step(struct http_h1_conn *c)
 }
 
 /* Client -> upstream: the upstream head, then body bytes as framed. */
+/* req_step's result for a body whose framing is broken (a bad chunk size):
+ * the client's fault, a 400, where other failures are the upstream's. */
+#define REQ_BAD_BODY (-3)
+
 static int
 req_step(struct http_h1_conn *c)
 {
@@ -175,7 +179,7 @@ req_step(struct http_h1_conn *c)
         ssize_t k = http_body_feed(&c->req.body, c->cin.p, c->cin.len);
 
         if (k < 0)
-            return -1;
+            return REQ_BAD_BODY;
         c->cin.fwd = (size_t)k;
         c->req_done = c->req.body.done;
         return k > 0 || c->req_done;
@@ -324,6 +328,8 @@ exchange_step(struct http_h1_conn *c)
 {
     int a = req_step(c), b;
 
+    if (a == REQ_BAD_BODY)
+        return fail(c, 400, "Bad Request");
     if (a < 0)
         return fail(c, 502, "Bad Gateway");
     b = resp_step(c);

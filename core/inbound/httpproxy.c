@@ -123,7 +123,7 @@ authorized(struct conn *c, const struct http_fwd_req *req)
     char *colon = memchr(dec, ':', n);
     if (colon == NULL)
         return 0;
-    return inbound_auth_check(c->base._l, dec, (size_t)(colon - dec), colon + 1,
+    return inbound_auth_check(&c->base, dec, (size_t)(colon - dec), colon + 1,
                               n - (size_t)(colon - dec) - 1);
 }
 

@@ -58,7 +58,8 @@ struct inbound_conn {
     X(hs_pending, handshakes)            /* unfinished handshakes now */                         \
     X(hs_timeouts, hs_timeouts)          /* closed: not finished within timeouts.connect */      \
     X(hs_source_drops, hs_source_drops)  /* closed: the oldest of a source over its cap */       \
-    X(hs_global_drops, hs_global_drops)  /* closed: the oldest of all over INBOUND_HS_MAX */
+    X(hs_global_drops, hs_global_drops)  /* closed: the oldest of all over INBOUND_HS_MAX */      \
+    X(auth_backoffs, auth_backoffs)      /* refused unchecked: the source guessed too often */
 
 struct inbound_stats {
 #define X(field, key) uint64_t field;
@@ -128,7 +129,9 @@ const struct flow_addr *inbound_target(const struct inbound_listener *l);
  * applies to new handshakes). Returns 1 if |user|/|pass| match or the
  * listener has no users. */
 int inbound_auth_required(const struct inbound_listener *l);
-int inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ulen,
-                       const char *pass, size_t plen);
+/* For a client |c| in its handshake: 0 also while its address is backed
+ * off after repeated wrong credentials (checked: nothing; counted). */
+int inbound_auth_check(struct inbound_conn *c, const char *user, size_t ulen, const char *pass,
+                       size_t plen);
 
 #endif

@@ -1,3 +1,4 @@
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -8,6 +9,22 @@
 
 #include "log/log.h"
 #include "inbound/inbound.h"
+
+/* Guessing credentials: after AUTH_FREE_FAILS wrong ones from an address,
+ * its attempts are refused unchecked for a back-off that doubles with each
+ * further failure, 1 s up to AUTH_BACKOFF_MAX; a success, or
+ * AUTH_FORGET s without a failure, clears it. A fixed table (the least
+ * recent source replaced), so a spray of sources costs nothing more. */
+#define AUTH_SOURCES 64
+#define AUTH_FREE_FAILS 5
+#define AUTH_BACKOFF_MAX 60.0
+#define AUTH_FORGET 600.0
+
+struct auth_source {
+    uint8_t src[16];
+    uint32_t fails;
+    double last, until;
+};
 
 struct inbound_listener {
     const struct flow_env *e;
@@ -27,6 +44,8 @@ struct inbound_listener {
     ev_timer hs_timer;        /* the oldest one's deadline */
     struct inbound_stats st;
     double hs_logged;         /* when a cap was last logged (one line per 10 s) */
+    struct auth_source auth[AUTH_SOURCES]; /* recent authentication failures */
+    double auth_logged;       /* when a back-off was last logged */
 };
 
 const struct log_counter inbound_counters[] = {
@@ -140,18 +159,6 @@ on_hs_deadline(struct ev_loop *loop, ev_timer *w, int revents)
         c->_close(c); /* unlinks it */
     }
     hs_arm(l);
-}
-
-static void
-src_key(uint8_t key[16], const struct sockaddr_storage *peer)
-{
-    memset(key, 0, 16);
-    if (peer->ss_family == AF_INET6) {
-        memcpy(key, &((const struct sockaddr_in6 *)peer)->sin6_addr, 16);
-    } else if (peer->ss_family == AF_INET) {
-        key[10] = key[11] = 0xff;
-        memcpy(key + 12, &((const struct sockaddr_in *)peer)->sin_addr, 4);
-    }
 }
 
 /* Closes the oldest unfinished handshake of |src|, or of all, when a new
@@ -305,7 +312,7 @@ void
 inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c,
                   const struct sockaddr_storage *peer)
 {
-    src_key(c->_src, peer);
+    flow_sockaddr_key(c->_src, peer);
     hs_make_room(l, c->_src);
     c->_l = l;
     c->_next = &l->head;
@@ -376,18 +383,74 @@ same_secret(const char *a, const char *b, size_t blen)
     return diff == 0;
 }
 
-int
-inbound_auth_check(const struct inbound_listener *l, const char *user, size_t ulen,
-                   const char *pass, size_t plen)
+/* |src|'s entry (NULL: none), forgotten after AUTH_FORGET quiet seconds. */
+static struct auth_source *
+auth_find(struct inbound_listener *l, const uint8_t src[16], double now)
 {
+    for (size_t i = 0; i < AUTH_SOURCES; i++) {
+        struct auth_source *a = &l->auth[i];
+        if (a->fails > 0 && memcmp(a->src, src, 16) == 0) {
+            if (now - a->last > AUTH_FORGET)
+                memset(a, 0, sizeof(*a));
+            return a->fails > 0 ? a : NULL;
+        }
+    }
+    return NULL;
+}
+
+static struct auth_source *
+auth_slot(struct inbound_listener *l, const uint8_t src[16])
+{
+    struct auth_source *a = &l->auth[0];
+    for (size_t i = 1; i < AUTH_SOURCES && a->fails > 0; i++)
+        if (l->auth[i].fails == 0 || l->auth[i].last < a->last)
+            a = &l->auth[i];
+    memset(a, 0, sizeof(*a));
+    memcpy(a->src, src, 16);
+    return a;
+}
+
+int
+inbound_auth_check(struct inbound_conn *conn, const char *user, size_t ulen, const char *pass,
+                   size_t plen)
+{
+    struct inbound_listener *l = conn->_l;
     const struct inbound_users *c = l->users;
     if (c->n == 0)
         return 1;
+    double now = ev_now(l->e->loop);
+    struct auth_source *a = auth_find(l, conn->_src, now);
+    if (a != NULL && now < a->until) {
+        l->st.auth_backoffs++;
+        if (l->auth_logged == 0 || now - l->auth_logged >= 10) {
+            l->auth_logged = now;
+            char who[INET6_ADDRSTRLEN];
+            inet_ntop(AF_INET6, a->src, who, sizeof(who));
+            LOG_WARN("%s: %u wrong credentials from %s: its attempts are refused unchecked for "
+                     "%.0f s more (counted in inbound_auth_backoffs)",
+                     kind_name(l), a->fails, who, a->until - now);
+        }
+        return 0;
+    }
     /* Every pair is compared in full: a guess learns nothing from timing
      * about which name exists or how much of a password was right. */
     int ok = 0;
     for (size_t i = 0; i < c->n; i++)
         ok |= same_secret(c->users[2 * i], user, ulen) &
               same_secret(c->users[2 * i + 1], pass, plen);
-    return ok;
+    if (ok) {
+        if (a != NULL)
+            memset(a, 0, sizeof(*a));
+        return 1;
+    }
+    if (a == NULL)
+        a = auth_slot(l, conn->_src);
+    a->fails++;
+    a->last = now;
+    if (a->fails >= AUTH_FREE_FAILS) {
+        uint32_t extra = a->fails - AUTH_FREE_FAILS;
+        double wait = extra >= 6 ? AUTH_BACKOFF_MAX : (double)(1u << extra);
+        a->until = now + wait;
+    }
+    return 0;
 }

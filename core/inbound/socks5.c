@@ -293,7 +293,7 @@ advance(struct conn *c)
             n = inbound_socks5_parse_userpass(c->buf, c->len, &user, &pass);
             if (n == SOCKS5_NEED_MORE)
                 return 0;
-            int ok = n > 0 && inbound_auth_check(c->base._l, user.ptr, user.len, pass.ptr, pass.len);
+            int ok = n > 0 && inbound_auth_check(&c->base, user.ptr, user.len, pass.ptr, pass.len);
             uint8_t reply[2] = {1, ok ? 0 : 1};
             if (send_all(c, reply, 2) != 0 || !ok) {
                 if (!ok)

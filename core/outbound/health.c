@@ -22,8 +22,6 @@
 #define MIN_GAP 0.1       /* between two checks of one member */
 #define DEFAULT_TIMEOUT 5.0
 
-#define STATUS_LEN 12     /* "HTTP/1.x NNN" */
-
 struct health_check {
     struct outbound_set *set;
     size_t g, m;
@@ -34,8 +32,8 @@ struct health_check {
     struct io_stream *stream;
     struct outbound_env env; /* the set's env, its set replaced by the view */
     double t0;
-    size_t sent, got;
-    char line[STATUS_LEN];
+    size_t sent;
+    struct outbound_health_line line;
 };
 
 struct health_group {
@@ -189,19 +187,24 @@ elapsed_ms(const struct health_check *c)
     return ms < 0 ? 0 : ms > 1e9 ? 1000000000 : (int)ms;
 }
 
+int
+outbound_health_feed(struct outbound_health_line *l, const void *p, size_t n)
+{
+    size_t room = sizeof(l->b) - l->got;
+    size_t take = n < room ? n : room;
+    memcpy(l->b + l->got, p, take);
+    l->got += take;
+    return outbound_hs_http_status(l->b, l->got);
+}
+
 /* Takes response bytes; 1 once the check is over (finished). */
 static int
 feed(struct health_check *c, const void *p, size_t n)
 {
-    size_t take = n < STATUS_LEN - c->got ? n : STATUS_LEN - c->got;
-    memcpy(c->line + c->got, p, take);
-    c->got += take;
-    if (c->got < STATUS_LEN && memchr(c->line, '\n', c->got) == NULL)
+    int status = outbound_health_feed(&c->line, p, n);
+    if (status == 0)
         return 0;
-    const char *l = c->line;
-    if (c->got == STATUS_LEN && memcmp(l, "HTTP/1.", 7) == 0 && isdigit((unsigned char)l[7]) &&
-        l[8] == ' ' && isdigit((unsigned char)l[9]) && isdigit((unsigned char)l[10]) &&
-        isdigit((unsigned char)l[11]))
+    if (status > 0)
         finish(c, elapsed_ms(c), NULL); /* any status: the path works */
     else
         finish(c, -1, "not an HTTP response");
@@ -290,7 +293,7 @@ on_limit(struct ev_loop *loop, ev_timer *w, int revents)
     struct health_check *c = CONTAINER(w, struct health_check, limit);
     const struct outbound_proxy *p =
         outbound_set_proxy(c->set, c->set->groups[c->g].m[c->m].policy);
-    int silent = c->stream != NULL && c->sent == hg_of(c)->req_len && c->got == 0 && p != NULL &&
+    int silent = c->stream != NULL && c->sent == hg_of(c)->req_len && c->line.got == 0 && p != NULL &&
                  p->type == OUTBOUND_SHADOWSOCKS;
     finish(c, -1, silent ? "no answer to the request: wrong password or cipher?" : "timeout");
 }
@@ -304,7 +307,8 @@ on_due(struct ev_loop *loop, ev_timer *w, int revents)
     c->env = *s->env; /* copied now: the env's TLS context may have come since */
     c->env.set = s->view;
     c->t0 = ev_time();
-    c->sent = c->got = 0;
+    c->sent = 0;
+    c->line.got = 0;
     ev_timer_set(&c->limit, hg->timeout, 0);
     ev_timer_start(loop, &c->limit);
     c->open = outbound_open(&c->env, s->groups[c->g].m[c->m].policy, &hg->dst, hg->timeout,

@@ -205,7 +205,7 @@ status_line_prefix_ok(const uint8_t *p, size_t n)
 {
     static const char proto[] = "HTTP/1.";
 
-    for (size_t i = 0; i < n && i < 13; i++) {
+    for (size_t i = 0; i < n && i < OUTBOUND_HTTP_STATUS_LEN; i++) {
         uint8_t c = p[i];
         int ok;
         if (i < 7)
@@ -224,6 +224,16 @@ status_line_prefix_ok(const uint8_t *p, size_t n)
             return 0;
     }
     return 1;
+}
+
+int
+outbound_hs_http_status(const uint8_t *p, size_t n)
+{
+    if (!status_line_prefix_ok(p, n))
+        return -1;
+    if (n < OUTBOUND_HTTP_STATUS_LEN)
+        return 0;
+    return (p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0');
 }
 
 int

@@ -53,5 +53,12 @@ int outbound_hs_socks5_parse_reply(const uint8_t *p, size_t n, uint8_t *rep);
 /* "HTTP/1.x NNN reason" and header lines up to the empty line (CRLF or bare
  * LF), at most OUTBOUND_HTTP_HEAD_MAX bytes -> |*status| (100..599). */
 int outbound_hs_http_parse_head(const uint8_t *p, size_t n, int *status);
+/* The start of a status line alone: "HTTP/1.x NNN" and the byte after it
+ * (SP, CR or LF), OUTBOUND_HTTP_STATUS_LEN bytes. Returns the status
+ * (100..599) once they are in, 0 while the bytes so far may still become
+ * one, -1 when they cannot. Reads at most the first
+ * OUTBOUND_HTTP_STATUS_LEN bytes. Health checks time the path to it. */
+#define OUTBOUND_HTTP_STATUS_LEN 13
+int outbound_hs_http_status(const uint8_t *p, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
 /* The set's insides, shared by set.c (ids, names, picks) and health.c (the
  * checks). Only the loop thread touches a set. */
 
+#include "outbound/hs_wire.h"
 #include "outbound/set.h"
 
 enum member_health { HEALTH_UNKNOWN = 0, HEALTH_UP, HEALTH_DOWN };
@@ -66,6 +67,15 @@ void outbound_set_health_start(struct outbound_set *s);
 void outbound_set_health_stop(struct outbound_set *s);
 /* A report marked member |m| of group |g| down: check it within 1 s. */
 void outbound_set_health_recheck(struct outbound_set *s, size_t g, size_t m);
+/* A check's response as it arrives, in pieces of any size: keeps the
+ * status line's first bytes and returns what they are so far, as
+ * outbound_hs_http_status does (status, 0: more needed, -1: not HTTP).
+ * No I/O: spec/fuzz/health_fuzz.c drives it. */
+struct outbound_health_line {
+    size_t got;
+    uint8_t b[OUTBOUND_HTTP_STATUS_LEN];
+};
+int outbound_health_feed(struct outbound_health_line *l, const void *p, size_t n);
 
 /* set.c: records a check of member |m| of group |g|: |ms| >= 0 up with
  * that latency, else down with |err|. */

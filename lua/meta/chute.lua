@@ -37,7 +37,7 @@ local chute = {}
 
 ---@class chute.config.dns
 ---@field mode? "fake-ip"|"real-ip"  fake-ip (default): A/AAAA answered from a reserved pool, the name kept for the flow; real-ip: forwarded and cached, IP -> name remembered
----@field fake_ip_range? string   default "198.18.0.0/15"
+---@field fake_ip_range? string   default "198.18.0.0/15"; a /8 to a /28 (13 addresses)
 ---@field fake_ip_range6? string  an IPv6 pool ("fc00::/18"); none by default (AAAA gets no fake answer)
 ---@field fake_ip_ttl? integer    seconds on fake answers (default 1)
 ---@field fake_ip_size? integer   live mappings at most; the least recently used are recycled (default: the range's size)

@@ -3,7 +3,7 @@
  * fake IPs, chute.on_dns decisions, errors, or through the resolver from
  * an upstream whose answers come from the input too.
  *
- * Each input gets a resolver and a server of its own: fake-ip (a /29, so
+ * Each input gets a resolver and a server of its own: fake-ip (a /28, so
  * addresses are recycled within an input, and a v6 range; two excluded
  * names) or real-ip, with or without a hook and a cache. The resolver's
  * one upstream is a UDP socket of this harness on 127.0.0.1 (the TCP port
@@ -48,7 +48,7 @@
 
 #define MAX_QUERIES 64
 #define MAX_SENT 8
-#define FAKE4 "198.18.0.0/29"
+#define FAKE4 "198.18.0.0/28"
 #define FAKE6 "fdfe:dcba:9876::/64"
 
 enum { C_FAKE = 1, C_HOOK = 2, C_CACHE = 4, C_TWO_ATTEMPTS = 8 };

@@ -2,8 +2,9 @@
 # Half-open and slowloris floods on the SOCKS5 and HTTP listeners and the
 # control API (issue 19). Bounds: timeouts.connect = 3 s here; per listener
 # INBOUND_HS_PER_SOURCE (256) unfinished handshakes per source and
-# INBOUND_HS_MAX (1024) in all; the control API CONTROL_MAX_CLIENTS (1024),
-# a whole first request within 10 s. Over a cap the oldest unfinished
+# INBOUND_HS_MAX (1024) in all; the control API CONTROL_HS_PER_SOURCE
+# (256) unfinished clients per source and CONTROL_MAX_CLIENTS (1024) in
+# all, a whole first request within 10 s. Over a cap the oldest unfinished
 # connection goes (counted), real clients are served throughout, and
 # afterwards chute holds no more than 10 descriptors and 8 MiB over its
 # baseline. ~50 s.
@@ -106,25 +107,41 @@ done
 read -r tos < <(stat_of inbound_hs_timeouts)
 assert_ge 40 "$tos" "inbound_hs_timeouts counts them ($tos)"
 
-say "the control API: 1100 silent clients (cap 1024), then the 10 s deadline"
-rm -f "$E2E_TMP/ready"
-flood hold 127.0.0.1 "$CTL_PORT" 1100 --secs 12 --ready "$E2E_TMP/ready" >"$E2E_TMP/ctl.json" &
-fl=$!
-wait_file_l "$E2E_TMP/ready" || fail "the control flood did not open its connections"
+say "the control API: 100 silent clients from 127.0.0.3, then 1100 from 127.0.0.2"
+# 127.0.0.2 is held to CONTROL_HS_PER_SOURCE (256) of its own, oldest out
+# first, so the global cap (1024) is never reached and 127.0.0.3's older
+# connections stay until the 10 s deadline: one source cannot starve
+# another. (With only the global cap, 127.0.0.3's 100 went first.)
+rm -f "$E2E_TMP"/ready.*
+flood hold 127.0.0.1 "$CTL_PORT" 100 --src 127.0.0.3 --secs 12 --ready "$E2E_TMP/ready.b" >"$E2E_TMP/ctl-b.json" &
+fb=$!
+wait_file_l "$E2E_TMP/ready.b" || fail "the control flood from 127.0.0.3 did not open its connections"
+flood hold 127.0.0.1 "$CTL_PORT" 1100 --src 127.0.0.2 --secs 12 --ready "$E2E_TMP/ready.a" >"$E2E_TMP/ctl-a.json" &
+fa=$!
+wait_file_l "$E2E_TMP/ready.a" || fail "the control flood from 127.0.0.2 did not open its connections"
 probe "during the control flood"
-wait "$fl"
-python3 - "$E2E_TMP/ctl.json" <<'PY' || fail "control: silent clients were not all closed within 12 s"
+wait "$fa" "$fb"
+python3 - "$E2E_TMP/ctl-a.json" "$E2E_TMP/ctl-b.json" <<'PY' || fail "control: the per-source cap did not hold"
 import json, sys
-j = json.load(open(sys.argv[1]))
-t = j["closed_at"]
-late = [x for x in t if x is None or x > 12]
-print("control: %d open, %d closed early (cap), %d by the deadline, %d left" % (
-    j["opened"], sum(1 for x in t if x is not None and x < 9), sum(1 for x in t if x is not None and x >= 9), len(late)))
-sys.exit(1 if late or sum(1 for x in t[:76] if x is not None and x < 9) < 70 else 0)
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+ta, tb = a["closed_at"], b["closed_at"]
+early = lambda t: sum(1 for x in t if x is not None and x < 9)
+late = [x for x in ta + tb if x is None or x > 12]
+print("control: 127.0.0.2: %d open, %d of its oldest 844 closed early (its cap), %d of its newest 256;"
+      " 127.0.0.3: %d open, %d closed early; %d left after 12 s" % (
+          a["opened"], early(ta[:844]), early(ta[844:]), b["opened"], early(tb), len(late)))
+ok = a["opened"] == 1100 and b["opened"] == 100 and early(ta[:844]) >= 840
+ok = ok and early(ta[844:]) <= 8 and early(tb) == 0 and not late
+sys.exit(0 if ok else 1)
 PY
-check "control: the oldest went for the newest, the rest at 10 s"
+check "control: the flooding source lost its own oldest, the other source kept all, the rest went at 10 s"
 body=$(curl --silent -H "Authorization: Bearer $SECRET" "http://127.0.0.1:$CTL_PORT/chute/stats")
 assert_match '"hs_timeouts": ?[1-9][0-9]*' "$body" "GET /chute counts the control deadline"
+assert_match '"source_drops": ?(8[4-9][0-9]|9[0-9][0-9]|[1-9][0-9]{3})' "$body" "GET /chute counts the per-source drops"
+metrics=$(curl --silent -H "Authorization: Bearer $SECRET" "http://127.0.0.1:$CTL_PORT/metrics")
+assert_match 'chute_control_source_drops [1-9]' "$metrics" "/metrics has chute_control_source_drops"
+assert_eq 1 "$(log_count 'control: too many unfinished clients from one source')" \
+    "one log line for the per-source cap, not one per drop"
 
 probe "after"
 sleep 1

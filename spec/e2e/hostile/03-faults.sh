@@ -15,12 +15,7 @@ need_cmd microsocks
 e2e_init
 origin_start
 read -r HOLE JUNK RESET GOOD KILL DEADDNS JUNKDNS SLOW < <(e2e_ports 8) || fail "e2e_ports: no 8 free ports"
-peer() { # peer MODE PORT: a faultpeer.py in the background
-    python3 "$HOSTILE_DIR/faultpeer.py" "$1" 127.0.0.1 "$2" "$E2E_TMP/$1.ready" >"$E2E_TMP/$1.log" 2>&1 &
-    E2E_EXTRA_PIDS+=($!)
-    for _ in $(seq 100); do [ -s "$E2E_TMP/$1.ready" ] && return 0; sleep 0.05; done
-    fail "faultpeer $1 did not start"
-}
+peer() { fault_peer "$@"; }
 peer hole "$HOLE"
 peer junk "$JUNK"
 peer reset "$RESET"

@@ -9,6 +9,10 @@ faultpeer.py MODE ADDR PORT READY_FILE
   slow    TCP: an HTTP origin that sends 10 MB at 256 KB/s
   dnsjunk UDP: answers every query with a wrong ID, then random bytes
   dnsself UDP: answers every A query with 127.0.0.1 (a name that resolves here)
+  dnsslow UDP: answers A queries with 127.0.0.2 after a delay set by the
+          name's first label: under-* 0.6 s, over-*/flood-* 2.5 s, dead-*
+          never, anything else at once (spec/e2e/hostile/09-dns-slow)
+  dnsfast UDP: the same with 127.0.0.3 and no delays (dead-* never)
 """
 import os, socket, struct, sys, threading, time
 
@@ -107,7 +111,45 @@ def dnsself():
                  (b"\xc0\x0c" + an if n else b""), peer)
 
 
-if mode == "dnsjunk":
+def dnsdelayed(answer_ip, delays):
+    import heapq
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    s.bind((addr, port))
+    open(ready, "w").write("ready\n")
+    due = []  # (when, seq, datagram, peer)
+    seq = 0
+    while True:
+        now = time.monotonic()
+        while due and due[0][0] <= now:
+            _, _, d, peer = heapq.heappop(due)
+            s.sendto(d, peer)
+        s.settimeout(max(0.001, due[0][0] - now) if due else None)
+        try:
+            q, peer = s.recvfrom(4096)
+        except socket.timeout:
+            continue
+        if len(q) < 17 or 0 not in q[12:]:
+            continue
+        end = q.index(b"\0", 12) + 5
+        label = q[13:13 + q[12]].decode("ascii", "replace").lower()
+        kind = label.split("-")[0] if "-" in label else ""
+        if kind == "dead":
+            continue
+        qtype = struct.unpack("!H", q[end - 4:end - 2])[0]
+        an = struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(answer_ip)
+        n = 1 if qtype == 1 else 0
+        d = (q[:2] + struct.pack("!HHHHH", 0x8180, 1, n, 0, 0) + q[12:end] +
+             (b"\xc0\x0c" + an if n else b""))
+        seq += 1
+        heapq.heappush(due, (time.monotonic() + delays.get(kind, 0.0), seq, d, peer))
+
+
+if mode == "dnsslow":
+    dnsdelayed("127.0.0.2", {"under": 0.6, "over": 2.5, "flood": 2.5})
+elif mode == "dnsfast":
+    dnsdelayed("127.0.0.3", {})
+elif mode == "dnsjunk":
     dnsjunk()
 elif mode == "dnsself":
     dnsself()

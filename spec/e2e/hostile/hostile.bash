@@ -6,12 +6,20 @@
 #   baseline              remembers both (BASE_RSS, BASE_FDS) after a probe
 #   assert_no_leak MIB FDS  RSS within MIB of the baseline (+256 under ASan), fds within FDS
 #   flood ARGS...         python3 flood.py (the hostile clients) in the foreground
+#   fault_peer MODE PORT  a faultpeer.py (broken peers) on 127.0.0.1 in the background
 #
 # CHUTE_PID and CHUTE_LOG come from chute_start / tun_chute_start.
 
 HOSTILE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 flood() { python3 "$HOSTILE_DIR/flood.py" "$@"; }
+
+fault_peer() {
+    python3 "$HOSTILE_DIR/faultpeer.py" "$1" 127.0.0.1 "$2" "$E2E_TMP/$1.ready" >"$E2E_TMP/$1.log" 2>&1 &
+    E2E_EXTRA_PIDS+=($!)
+    for _ in $(seq 100); do [ -s "$E2E_TMP/$1.ready" ] && return 0; sleep 0.05; done
+    fail "faultpeer $1 did not start"
+}
 
 # stat_of KEY...: one value per KEY (0 when the line lacks it), from the
 # stats lines a fresh SIGUSR1 writes.

@@ -279,11 +279,18 @@ test_bad_ranges(void **state)
     struct dns_fakeip *f = dns_fakeip_new("10.0.0.0/16", "fc00::/120", 200, NULL, 0);
     assert_non_null(f);
     dns_fakeip_free(f);
-    f = dns_fakeip_new("10.0.0.0/30", NULL, 0, NULL, 0); /* one address: .2 */
+    /* A /30 left one address (.2) and mapped every name to it; a /29 five:
+     * refused, with what they hold. A /28 (13) is the smallest. */
+    err[0] = '\0';
+    assert_null(dns_fakeip_new("10.0.0.0/30", NULL, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "prefix must be 8..28 (a /30 has 1 usable"));
+    assert_null(dns_fakeip_new("10.0.0.0/29", NULL, 0, err, sizeof(err)));
+    assert_non_null(strstr(err, "a /29 has 5 usable"));
+    f = dns_fakeip_new("10.0.0.0/28", NULL, 0, NULL, 0);
     assert_non_null(f);
     assert_int_equal(v4(f, "a.test"), IP4(10, 0, 0, 2));
-    assert_int_equal(v4(f, "b.test"), IP4(10, 0, 0, 2));
-    assert_null(name4(f, IP4(10, 0, 0, 3)));
+    assert_int_equal(v4(f, "b.test"), IP4(10, 0, 0, 3));
+    assert_null(name4(f, IP4(10, 0, 0, 15)));
     dns_fakeip_free(f);
 }
 

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -565,6 +566,7 @@ struct rig {
     int server_first;  /* the server sends everything before the relay starts */
     int splice;        /* the upstream is a bare socket too (io_fd_new), not the fake */
     int tap;           /* the client's stream goes through a tap */
+    int no_fds;        /* no descriptor free while the relay starts (EMFILE) */
     struct fake_log tlog;
     int cfd, ufd;      /* the relay's ends of the two pairs */
     const char *reason;
@@ -682,8 +684,31 @@ rig_start(struct rig *g, const void *pre_up, size_t pre_up_len, const void *pre_
         .cb = on_done,
         .arg = g,
     };
+    struct rlimit saved;
+    static int held[4096];
+    int nheld = 0;
+    if (g->no_fds) { /* the limit at the highest descriptor, the holes below filled */
+        int top = 0;
+        for (int fd = 0; fd < 4096; fd++)
+            if (fcntl(fd, F_GETFD) >= 0)
+                top = fd;
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &saved), 0);
+        struct rlimit low = {.rlim_cur = (rlim_t)top + 1, .rlim_max = saved.rlim_max};
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+        while (nheld < 4096 && (held[nheld] = dup(2)) >= 0)
+            nheld++;
+        assert_true(nheld < 4096);
+        int p[2];
+        assert_int_equal(pipe(p), -1);
+        assert_int_equal(errno, EMFILE);
+    }
     assert_int_equal(flow_relay_start(&g->relay, g->loop, &a), 0);
-    if (g->splice && !g->tap) {
+    if (g->no_fds) {
+        for (int i = 0; i < nheld; i++)
+            close(held[i]);
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved), 0);
+    }
+    if (g->splice && !g->tap && !g->no_fds) {
         /* Both bare sockets: splice mode on the sockets themselves, the
          * wrappers freed (LeakSanitizer would name one left behind). */
         assert_null(g->relay._st);
@@ -975,6 +1000,33 @@ test_splice_between_fd_streams(void **state)
     assert_int_equal(g.down, 8 * MIB);
 }
 
+/* Two bare sockets but no descriptor for the pipes (EMFILE): the relay
+ * goes through buffers and every byte arrives. Before, it started in
+ * splice mode and ended at the first byte as close=error with no cause,
+ * after the client had been told the connection succeeded. */
+static void
+test_splice_without_pipes(void **state)
+{
+    struct rig g;
+    rig_init(&g);
+    g.splice = 1;
+    g.no_fds = 1;
+    g.client.send_len = g.server.send_len = 2 * MIB;
+    g.client.expect = 2 * MIB;
+    g.server.shut_on_eof = 1;
+    rig_start(&g, NULL, 0, NULL, 0, 30, 0);
+    assert_non_null(g.relay._st); /* stream mode */
+    rig_run(&g);
+    rig_join(&g);
+    assert_string_equal(g.reason, "done");
+    assert_int_equal(g.client.err, 0);
+    assert_int_equal(g.server.err, 0);
+    assert_true(g.server.got_hash == g.client.sent_hash);
+    assert_true(g.client.got_hash == g.server.sent_hash);
+    assert_int_equal(g.up, 2 * MIB);
+    assert_int_equal(g.down, 2 * MIB);
+}
+
 /* A reset in splice mode: the other side is reset too. */
 static void
 test_splice_client_reset(void **state)
@@ -1073,6 +1125,7 @@ main(void)
         cmocka_unit_test(test_stop_mid_flight),
         cmocka_unit_test(test_pre_bytes_first),
         cmocka_unit_test(test_splice_between_fd_streams),
+        cmocka_unit_test(test_splice_without_pipes),
         cmocka_unit_test(test_splice_client_reset),
         cmocka_unit_test(test_stream_mode_over_two_sockets),
         cmocka_unit_test(test_back_pressure_both_ways),

@@ -1011,6 +1011,22 @@ test_client_closes_mid_request(void **state)
     assert_true(has(&F.cli_in, "HTTP/1.1 502 Bad Gateway\r\n"));
 }
 
+/* A body whose chunk framing breaks after the upstream was connected is
+ * the client's fault: 400, not the 502 it used to get. */
+static void
+test_bad_chunked_body(void **state)
+{
+    start();
+    say(&F.cli_out, "POST http://o.test/c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "3\r\nabc\r\n");
+    UNTIL(F.nups == 1 && has(&F.org_in[0], "abc"));
+    say(&F.cli_out, "zz\r\nnot a chunk\r\n");
+    UNTIL(F.done == 1);
+    assert_string_equal(F.done_reason, "Bad Request");
+    UNTIL(F.cli_in.eof);
+    assert_true(has(&F.cli_in, "HTTP/1.1 400 Bad Request\r\n"));
+}
+
 /* The decision taken later (an upstream still connecting), and early
  * bytes that came with the upstream go to the client first. */
 static void
@@ -1211,6 +1227,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_post_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_post_chunked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_chunked_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collect_and_replace_bodies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_collect_over_max_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pipelined, setup, teardown),

@@ -10,6 +10,7 @@
 #include "flow/flow.h"
 #include "outbound/hs_wire.h"
 #include "outbound/proxy.h"
+#include "outbound/set_int.h"
 
 typedef int (*parse_fn)(const uint8_t *p, size_t n);
 
@@ -206,6 +207,37 @@ test_socks5_parsers(void **state)
     assert_int_equal(last_u8, 1);
 }
 
+/* The health check's verdict: a status line's first 13 bytes, fed in any
+ * pieces. Before, "HTTP/1.1 000" and "HTTP/1.1 2000" counted as a working
+ * path and a line cut at 12 bytes passed; now the CONNECT reply's rule. */
+static void
+test_http_status(void **state)
+{
+    const uint8_t *ok = (const uint8_t *)"HTTP/1.1 204 No Content\r\n\r\n";
+    for (size_t k = 0; k < OUTBOUND_HTTP_STATUS_LEN; k++)
+        assert_int_equal(outbound_hs_http_status(ok, k), 0);
+    assert_int_equal(outbound_hs_http_status(ok, 13), 204);
+    assert_int_equal(outbound_hs_http_status(ok, 27), 204);
+    assert_int_equal(outbound_hs_http_status((const uint8_t *)"HTTP/1.0 599\n", 13), 599);
+
+    const char *bad[] = {"HTTP/1.1 000 x", "HTTP/1.1 2000", "HTTP/1.1 099 x", "HTTP/1.1 600 x",
+                         "HTTP/1.1 20\n", "HTTP/2 200 x", "SSH-2.0-Open", "HTTP/1.1 200x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(outbound_hs_http_status((const uint8_t *)bad[i], strlen(bad[i])), -1);
+    assert_int_equal(outbound_hs_http_status((const uint8_t *)"SSH", 3), -1); /* early */
+
+    /* One byte at a time and in two pieces: the same verdict, at byte 13. */
+    struct outbound_health_line l = {0};
+    for (size_t k = 0; k < 12; k++)
+        assert_int_equal(outbound_health_feed(&l, ok + k, 1), 0);
+    assert_int_equal(outbound_health_feed(&l, ok + 12, 15), 204);
+    assert_int_equal(l.got, OUTBOUND_HTTP_STATUS_LEN);
+    l.got = 0;
+    assert_int_equal(outbound_health_feed(&l, "HTTP/1.1 000 Zero\r\n", 19), -1);
+    l.got = 0;
+    assert_int_equal(outbound_health_feed(&l, "HTTP/1.1 200", 12), 0); /* then closed */
+}
+
 static void
 test_http_head(void **state)
 {
@@ -318,6 +350,7 @@ main(void)
         cmocka_unit_test(test_socks5_builders), cmocka_unit_test(test_http_builder),
         cmocka_unit_test(test_socks5_parsers),  cmocka_unit_test(test_http_head),
         cmocka_unit_test(test_http_head_cap),   cmocka_unit_test(test_addr_form),
+        cmocka_unit_test(test_http_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
