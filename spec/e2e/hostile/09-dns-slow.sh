@@ -45,21 +45,21 @@ baseline
 say "an answer just under the timeout comes from the slow upstream"
 read -r t st ans < <(timed under-1.test)
 # The answer's address says it beat the timeout; dig's own start is in $t.
-check "under-1.test: $st $ans in $t s (the slow upstream's 127.0.0.2, in 0.5..1.3 s)"
-[ "$st $ans" = "NOERROR 127.0.0.2" ] && lt 0.5 "$t" && lt "$t" 1.3 || fail "under the timeout: $st $ans in $t s"
+check "under-1.test: $st $ans in $t s (the slow upstream's 127.0.0.2, in 0.5..2.5 s: past 1 s the healthy one would have answered)"
+[ "$st $ans" = "NOERROR 127.0.0.2" ] && lt 0.5 "$t" && lt "$t" 2.5 || fail "under the timeout: $st $ans in $t s"
 
 say "past the timeout, the healthy upstream answers"
 read -r before < <(stat_of resolver_timeouts)
 read -r t st ans < <(timed over-1.test)
-check "over-1.test: $st $ans in $t s (the healthy upstream's 127.0.0.3, in 0.9..2 s)"
-[ "$st $ans" = "NOERROR 127.0.0.3" ] && lt 0.9 "$t" && lt "$t" 2 || fail "past the timeout: $st $ans in $t s"
+check "over-1.test: $st $ans in $t s (the healthy upstream's 127.0.0.3, in 0.9..3.5 s)"
+[ "$st $ans" = "NOERROR 127.0.0.3" ] && lt 0.9 "$t" && lt "$t" 3.5 || fail "past the timeout: $st $ans in $t s"
 read -r after < <(stat_of resolver_timeouts)
 assert_ge $((before + 1)) "$after" "resolver_timeouts counts the slow attempt ($before -> $after)"
 
 say "a name no upstream answers"
 read -r t st ans < <(timed dead-1.test)
-check "dead-1.test: $st in $t s (SERVFAIL after 4 attempts of 1 s, bound 5 s)"
-[ "$st" = SERVFAIL ] && lt 3.5 "$t" && lt "$t" 5 || fail "no answer upstream: $st in $t s"
+check "dead-1.test: $st in $t s (SERVFAIL after 4 attempts of 1 s, bound 8 s)"
+[ "$st" = SERVFAIL ] && lt 3.5 "$t" && lt "$t" 8 || fail "no answer upstream: $st in $t s"
 
 say "3000 new names in 1.5 s from one client, others asking meanwhile"
 python3 - "$DNS_PORT" >"$E2E_TMP/flood.out" 2>&1 <<'PY' &
