@@ -6,8 +6,8 @@
  * buffer): mapped per allocation, so pages never written are never
  * resident whatever the heap held there before, and freeing gives every
  * page back to the kernel at once (which also drops the secrets they held,
- * with no pass over them). h2o maps its big buffers for the same reason.
- * Worth it from a few pages up; small things stay on the heap. */
+ * with no pass over them). Worth it from a few pages up (a map and an
+ * unmap per connection); small things stay on the heap. */
 
 #include <stddef.h>
 
