@@ -7,8 +7,9 @@
   soak.py udp HOST PORT SECS                     new 5-tuples of echoed datagrams
   soak.py dns SERVER SECS                        random names, A queries
   soak.py sample PID CONTROL_URL SECS CSV        one row a second
-  soak.py judge CSV RSS_MIB FDS HEAP_KIB         exit 1 on growth past the bounds
-                                                 (after a 60 s warm-up)
+  soak.py judge CSV SLOPE_MIB RSS_MIB FDS HEAP_KIB  exit 1 on growth past the
+                                                 bounds (after a warm-up of a
+                                                 third of the run, 60 s at least)
   soak.py plot CSV PNG
 
 Each load mode prints one JSON line when its time is up: ok, bad (a body
@@ -147,20 +148,49 @@ def rows(csv):
     return head, [dict(zip(head, map(float, l.split(",")))) for l in lines[1:] if l]
 
 
-WARMUP = 60  # seconds: UDP flows live timeouts.udp (30 s), pools and caches fill
+WARMUP = 60  # seconds at least: UDP flows live timeouts.udp (30 s), pools and caches fill
 
 
-def judge(csv, rss_mib, fds_bound, heap_kib):
+def slope(r, key):
+    """Least-squares slope of |key| over t, per minute."""
+    n = len(r)
+    mt = sum(x["t"] for x in r) / n
+    my = sum(x[key] for x in r) / n
+    den = sum((x["t"] - mt) ** 2 for x in r)
+    return 60 * sum((x["t"] - mt) * (x[key] - my) for x in r) / den if den else 0.0
+
+
+def window(r):
+    """The warm-up's length and the samples judged after it."""
+    warm = max(WARMUP, r[-1]["t"] / 3)
+    return warm, [x for x in r if x["t"] >= warm]
+
+
+def judge(csv, slope_mib, rss_mib, fds_bound, heap_kib):
+    """Growth is judged after a warm-up of a third of the run (60 s at
+    least): RSS as a least-squares slope in MiB/min (a leak or a creeping
+    heap shows as one, whatever the run's length), and the last third of
+    that window against its first (a step past the bound: RSS, descriptors
+    beyond the live flows', lwIP's heap)."""
     _, r = rows(csv)
-    r = [x for x in r if x["t"] >= WARMUP]
-    if len(r) < 30:
-        sys.exit("soak: only %d samples after the %d s warm-up" % (len(r), WARMUP))
-    n = len(r) // 3
-    first, last = r[:n], r[-n:]
+    if not r:
+        sys.exit("soak: no samples in %s" % csv)
+    peak = max(r, key=lambda x: x["rss_kib"])
+    warm, w = window(r)
+    if len(w) < 30:
+        sys.exit("soak: only %d samples after the %d s warm-up" % (len(w), warm))
     fails = []
+    s = slope(w, "rss_kib") / 1024
+    line = "rss: peak %.1f MiB at %d s; %.1f MiB at the warm-up's end (%d s); slope %+.3f MiB/min over %d..%d s (bound %.2f)" % (
+        peak["rss_kib"] / 1024, peak["t"], w[0]["rss_kib"] / 1024, warm, s, w[0]["t"], w[-1]["t"], slope_mib)
+    print("soak: " + line)
+    if s > slope_mib:
+        fails.append(line)
+    n = len(w) // 3
+    first, last = w[:n], w[-n:]
     # Descriptors follow the live flows (a UDP flow holds a socket): what
     # must not grow is the ones beyond them.
-    for x in r:
+    for x in w:
         x["fds_beyond_flows"] = x["fds"] - x["flows_active"]
     for key, bound, unit, scale in (("rss_kib", rss_mib * 1024, "MiB", 1024),
                                     ("fds_beyond_flows", fds_bound, "", 1),
@@ -184,6 +214,14 @@ def plot(csv, png):
     t = [x["t"] / 60 for x in r]
     fig, ax = plt.subplots(4, 1, figsize=(10, 10), sharex=True)
     ax[0].plot(t, [x["rss_kib"] / 1024 for x in r]); ax[0].set_ylabel("RSS MiB")
+    warm, w = window(r)
+    if len(w) > 1:  # the judged window and its least-squares line
+        s, my = slope(w, "rss_kib") / 1024, sum(x["rss_kib"] for x in w) / len(w) / 1024
+        mt = sum(x["t"] for x in w) / len(w) / 60
+        ends = [w[0]["t"] / 60, w[-1]["t"] / 60]
+        ax[0].plot(ends, [my + s * (e - mt) for e in ends], "r--", label="%+.3f MiB/min" % s)
+        ax[0].axvline(warm / 60, color="grey", linestyle=":")
+        ax[0].legend()
     ax[1].plot(t, [x["fds"] for x in r]); ax[1].set_ylabel("open fds")
     ax[2].plot(t, [x["heap_used"] / 1024 for x in r]); ax[2].set_ylabel("lwIP heap KiB")
     ax[3].plot(t, [x["flows_active"] for x in r], label="flows")
@@ -206,7 +244,7 @@ def main():
     elif a[0] == "sample":
         sample(int(a[1]), a[2], float(a[3]), a[4])
     elif a[0] == "judge":
-        judge(a[1], float(a[2]), float(a[3]), float(a[4]))
+        judge(a[1], float(a[2]), float(a[3]), float(a[4]), float(a[5]))
     elif a[0] == "plot":
         plot(a[1], a[2])
     else:
