@@ -7,7 +7,8 @@
   soak.py udp HOST PORT SECS                     new 5-tuples of echoed datagrams
   soak.py dns SERVER SECS                        random names, A queries
   soak.py sample PID CONTROL_URL SECS CSV        one row a second
-  soak.py judge CSV SLOPE_MIB RSS_MIB FDS HEAP_KIB  exit 1 on growth past the
+  soak.py judge CSV LIVE_MIB SLOPE_MIB RSS_MIB FDS HEAP_KIB
+                                                 exit 1 on growth past the
                                                  bounds (after a warm-up of a
                                                  third of the run, 60 s at least)
   soak.py plot CSV PNG
@@ -160,18 +161,47 @@ def slope(r, key):
     return 60 * sum((x["t"] - mt) * (x[key] - my) for x in r) / den if den else 0.0
 
 
+def trend(r, key):
+    """Least squares of |key| = a + b t + c flows_active: b per minute (the
+    growth the live flows do not explain) and c (bytes per live flow)."""
+    n = len(r)
+    mt = sum(x["t"] for x in r) / n
+    mf = sum(x["flows_active"] for x in r) / n
+    my = sum(x[key] for x in r) / n
+    stt = sum((x["t"] - mt) ** 2 for x in r)
+    sff = sum((x["flows_active"] - mf) ** 2 for x in r)
+    stf = sum((x["t"] - mt) * (x["flows_active"] - mf) for x in r)
+    sty = sum((x["t"] - mt) * (x[key] - my) for x in r)
+    sfy = sum((x["flows_active"] - mf) * (x[key] - my) for x in r)
+    d = stt * sff - stf * stf
+    if not d:
+        return slope(r, key), 0.0
+    return 60 * (sty * sff - sfy * stf) / d, (sfy * stt - sty * stf) / d
+
+
 def window(r):
     """The warm-up's length and the samples judged after it."""
     warm = max(WARMUP, r[-1]["t"] / 3)
     return warm, [x for x in r if x["t"] >= warm]
 
 
-def judge(csv, slope_mib, rss_mib, fds_bound, heap_kib):
+# RSS follows the heap's high-water mark, which rises with each new peak
+# of concurrent flows for the first minutes (0.3-0.5 MiB/min over 2-minute
+# windows early in a clean 30-minute run): a window shorter than this is
+# held to SHORT_RSS_SLOPE instead of the stated bound. Live bytes have no
+# such lag and keep their bound at any length.
+LONG_WINDOW = 400  # seconds
+SHORT_RSS_SLOPE = 0.75  # MiB/min
+
+
+def judge(csv, live_mib, slope_mib, rss_mib, fds_bound, heap_kib):
     """Growth is judged after a warm-up of a third of the run (60 s at
-    least): RSS as a least-squares slope in MiB/min (a leak or a creeping
-    heap shows as one, whatever the run's length), and the last third of
-    that window against its first (a step past the bound: RSS, descriptors
-    beyond the live flows', lwIP's heap)."""
+    least), as least-squares slopes in MiB/min (a leak or a creeping heap
+    shows as one, whatever the run's length): malloc's live bytes beyond
+    what the live flows hold (a leak), and RSS (a leak, or the allocator
+    keeping more and more touched pages); and the last third of that window
+    against its first (a step past the bound: RSS, descriptors beyond the
+    live flows', lwIP's heap)."""
     _, r = rows(csv)
     if not r:
         sys.exit("soak: no samples in %s" % csv)
@@ -180,18 +210,24 @@ def judge(csv, slope_mib, rss_mib, fds_bound, heap_kib):
     if len(w) < 30:
         sys.exit("soak: only %d samples after the %d s warm-up" % (len(w), warm))
     fails = []
-    s = slope(w, "rss_kib") / 1024
-    line = "rss: peak %.1f MiB at %d s; %.1f MiB at the warm-up's end (%d s); slope %+.3f MiB/min over %d..%d s (bound %.2f)" % (
-        peak["rss_kib"] / 1024, peak["t"], w[0]["rss_kib"] / 1024, warm, s, w[0]["t"], w[-1]["t"], slope_mib)
-    print("soak: " + line)
-    if s > slope_mib:
-        fails.append(line)
     if w[0].get("malloc_in_use"):
-        # Live bytes beside RSS: RSS rising over a flat line is the
-        # allocator keeping touched pages (retention), not a leak.
-        print("soak: malloc in use: %.1f MiB at the warm-up's end, peak %.1f MiB, slope %+.3f MiB/min; malloc free: %.1f MiB at the end" % (
+        b, per_flow = trend(w, "malloc_in_use")
+        line = "live bytes: %.1f MiB at the warm-up's end, peak %.1f MiB, %.0f B per live flow; growth beyond the flows %+.3f MiB/min (bound %.2f)" % (
             w[0]["malloc_in_use"] / (1 << 20), max(x["malloc_in_use"] for x in w) / (1 << 20),
-            slope(w, "malloc_in_use") / (1 << 20), w[-1]["malloc_free"] / (1 << 20)))
+            per_flow, b / (1 << 20), live_mib)
+        print("soak: " + line)
+        if b / (1 << 20) > live_mib:
+            fails.append(line)
+    else:
+        print("soak: no malloc_in_use in the samples (an older chute?): live bytes not judged")
+    s = slope(w, "rss_kib") / 1024
+    bound = slope_mib if w[-1]["t"] - w[0]["t"] >= LONG_WINDOW else max(slope_mib, SHORT_RSS_SLOPE)
+    line = "rss: peak %.1f MiB at %d s; %.1f MiB at the warm-up's end (%d s); slope %+.3f MiB/min over %d..%d s (bound %.2f%s)" % (
+        peak["rss_kib"] / 1024, peak["t"], w[0]["rss_kib"] / 1024, warm, s, w[0]["t"], w[-1]["t"], bound,
+        "" if bound == slope_mib else ", a window under %d s" % LONG_WINDOW)
+    print("soak: " + line)
+    if s > bound:
+        fails.append(line)
     n = len(w) // 3
     first, last = w[:n], w[-n:]
     # Descriptors follow the live flows (a UDP flow holds a socket): what
@@ -231,7 +267,7 @@ def plot(csv, png):
         ends = [w[0]["t"] / 60, w[-1]["t"] / 60]
         ax[0].plot(ends, [my + s * (e - mt) for e in ends], "r--", label="%+.3f MiB/min" % s)
         ax[0].axvline(warm / 60, color="grey", linestyle=":")
-        ax[0].legend()
+        ax[0].legend(loc="lower right")
     ax[1].plot(t, [x["fds"] for x in r]); ax[1].set_ylabel("open fds")
     ax[2].plot(t, [x["heap_used"] / 1024 for x in r]); ax[2].set_ylabel("lwIP heap KiB")
     ax[3].plot(t, [x["flows_active"] for x in r], label="flows")
@@ -254,7 +290,7 @@ def main():
     elif a[0] == "sample":
         sample(int(a[1]), a[2], float(a[3]), a[4])
     elif a[0] == "judge":
-        judge(a[1], float(a[2]), float(a[3]), float(a[4]), float(a[5]))
+        judge(a[1], *map(float, a[2:7]))
     elif a[0] == "plot":
         plot(a[1], a[2])
     else:
