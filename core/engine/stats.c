@@ -4,6 +4,7 @@
 #include "chute/chute.h"
 #include "dns/dns.h"
 #include "engine/engine.h"
+#include "engine/trim.h"
 #include "flow/dcache.h"
 #include "flow/flow.h"
 #include "flow/udp.h"
@@ -44,6 +45,7 @@ struct snapshot {
     struct tun_stats tun; /* these three only while the TUN runs */
     struct netstack_stats net;
     struct flow_udp_stats udp;
+    struct engine_mem_stats mem;
 };
 
 /* The flow and decision counters. A reload replaces the script and the
@@ -66,6 +68,7 @@ static void
 snapshot(const struct engine *e, struct snapshot *s)
 {
     snapshot_flows(e, s);
+    engine_mem_stats(&s->mem);
     if (e->dnss != NULL)
         dns_server_stats(e->dnss, &s->dns);
     if (e->dns != NULL)
@@ -93,7 +96,7 @@ snapshot(const struct engine *e, struct snapshot *s)
 
 /* Every module's counter group over snapshot |s|: the stats line's
  * first (ENGINE_GROUPS of them), then the TUN's (TUN_GROUPS). */
-enum { ENGINE_GROUPS = 8, TUN_GROUPS = 4 };
+enum { ENGINE_GROUPS = 9, TUN_GROUPS = 4 };
 static void
 fill_groups(const struct engine *e, const struct snapshot *s,
             struct log_counter_group g[ENGINE_GROUPS + TUN_GROUPS])
@@ -107,6 +110,7 @@ fill_groups(const struct engine *e, const struct snapshot *s,
         {"", outbound_set_counters, &s->set, "proxies"},
         {"tls_", tls_counters, &s->tls, "tls"},
         {"inbound_", inbound_counters, &s->inbound, "inbound"},
+        {"", engine_mem_counters, &s->mem, "memory"},
         {"", tun_counters, &s->tun, "tun"},
         {"", engine_dp_counters, &e->dp, "datapath"},
         {"", netstack_counters, &s->net, "lwip"},

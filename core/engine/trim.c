@@ -1,6 +1,7 @@
 #include <malloc.h>
 
 #include "engine/engine.h"
+#include "engine/trim.h"
 #include "flow/flow.h"
 #include "log/log.h"
 
@@ -11,6 +12,27 @@
  * so it runs only then, from the stats timer. */
 
 #define TRIM_DROP 1000 /* flows fewer than the peak before a trim */
+
+static uint64_t trims; /* process-wide, as the allocator is */
+
+const struct log_counter engine_mem_counters[] = {
+#define X(field, key) LOG_COUNTER(struct engine_mem_stats, field, key)
+    ENGINE_MEM_STATS(X)
+#undef X
+    LOG_COUNTER_END};
+
+void
+engine_mem_stats(struct engine_mem_stats *s)
+{
+    s->trims = trims;
+#ifdef __GLIBC__
+    struct mallinfo2 mi = mallinfo2();
+    s->in_use = mi.uordblks + mi.hblkhd;
+    s->free = mi.fordblks;
+#else
+    s->in_use = s->free = 0;
+#endif
+}
 
 void
 engine_trim_tick(struct engine *e)
@@ -23,6 +45,7 @@ engine_trim_tick(struct engine *e)
         return;
 #ifdef __GLIBC__
     int freed = malloc_trim(0);
+    trims++;
     LOG_DEBUG("memory: %llu flows since a peak of %llu: malloc_trim %s", (unsigned long long)st.active,
               (unsigned long long)e->trim_peak, freed ? "gave pages back" : "found nothing to give");
 #endif

@@ -89,10 +89,9 @@ struct outbound_udp *
 outbound_udp_open(const struct outbound_env *env, int policy, const struct flow_addr *dst,
                   outbound_udp_cb cb, void *arg)
 {
-    struct outbound_udp *u = malloc(sizeof(*u));
+    struct outbound_udp *u = calloc(1, sizeof(*u));
     if (u == NULL)
         return NULL;
-    memset(u, 0, offsetof(struct outbound_udp, seal));
     u->ctl_fd = -1;
     ev_io_init(&u->rd, on_rd, -1, EV_READ);
     u->env = env;
@@ -170,6 +169,13 @@ outbound_udp_via(const struct outbound_udp *u)
     return u->via;
 }
 
+uint8_t *
+outbound_udp_seal_buf(void)
+{
+    static _Thread_local uint8_t buf[OUTBOUND_UDP_SEAL_CAP];
+    return buf;
+}
+
 ssize_t
 outbound_udp_send(struct outbound_udp *u, const void *payload, size_t len)
 {
@@ -179,12 +185,13 @@ outbound_udp_send(struct outbound_udp *u, const void *payload, size_t len)
         return outbound_udp_socks5_send(u, payload, len);
     if (u->p->type == OUTBOUND_TROJAN)
         return outbound_udp_trojan_send(u, payload, len);
-    ssize_t n = outbound_ss_udp_seal(u->p, &u->dst, payload, len, u->seal, sizeof(u->seal));
+    uint8_t *b = outbound_udp_seal_buf();
+    ssize_t n = outbound_ss_udp_seal(u->p, &u->dst, payload, len, b, OUTBOUND_UDP_SEAL_CAP);
     if (n < 0) {
         errno = EMSGSIZE;
         return -1;
     }
-    return send(u->fd, u->seal, (size_t)n, 0) < 0 ? -1 : (ssize_t)len;
+    return send(u->fd, b, (size_t)n, 0) < 0 ? -1 : (ssize_t)len;
 }
 
 ssize_t

@@ -130,10 +130,10 @@ outbound_udp_socks5_send(struct outbound_udp *u, const void *payload, size_t len
         errno = ECONNRESET;
         return -1;
     }
-    uint8_t *b = u->seal;
+    uint8_t *b = outbound_udp_seal_buf();
     b[0] = b[1] = b[2] = 0;
     int n = outbound_addr_write(b + 3, HDR_MAX - 3, &u->dst);
-    if (n < 0 || 3 + (size_t)n + len > sizeof(u->seal)) {
+    if (n < 0 || 3 + (size_t)n + len > OUTBOUND_UDP_SEAL_CAP) {
         errno = EMSGSIZE;
         return -1;
     }
