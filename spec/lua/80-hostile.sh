@@ -15,6 +15,16 @@ expect "a bundle over its memory cap after main.lua is refused with its size" 1 
 over() { # over LINE [WHY]: the warning for an overrun in route() (hostile has budget = 1e7)
     echo "warn  flow 1: route() failed: $1: ${2:-instruction budget exceeded (10000000 instructions)}; using DIRECT"
 }
+# counted HOST: `chute route hostile HOST` for a case the instruction count
+# must cut. On a machine so loaded that 10 M instructions outlast the
+# 1050 ms wall clock the clock cuts first (same fallback, other words):
+# then it runs again, up to 3 times.
+counted() {
+    for _ in 1 2 3; do
+        chute route hostile "$1"
+        case $log in *"time limit exceeded"*) ;; *) return 0 ;; esac
+    done
+}
 
 chute check gc-load
 expect "a __gc finalizer at load is refused with file:line (it would run unbudgeted)" 1 "" \
@@ -25,30 +35,30 @@ expect_fallback "a __gc finalizer in route() is refused" "fallback: error" \
 chute route hostile file-gc.test
 expect "file handles' metatable is locked (no __gc through it)" 0 "REJECT${T}route" \
     "info  script: file metatable: false"
-chute route hostile xpcall-loop.test
+counted xpcall-loop.test
 expect_fallback "xpcall(loop, loop): the handler runs under the budget" "fallback: budget" \
     "$(over hostile/main.lua:5)"
 chute route hostile xpcall.test
 expect "xpcall keeps its results, handler value, handler errors and yields" 0 "REJECT${T}route" \
     "info  script: true${T}1${T}2${T}false${T}handled boom${T}false${T}again${T}1${T}true${T}42"
 
-chute route hostile find.test
+counted find.test
 expect_fallback "a backtracking string.find is charged step by step: fallback: budget" \
     "fallback: budget" "$(over hostile/main.lua:41)"
-chute route hostile gsub.test
+counted gsub.test
 expect_fallback "and so is gsub" "fallback: budget" "$(over hostile/main.lua:44)"
 chute route hostile rep-empty.test
 expect "string.rep of nothing 2^50 times is \"\" at once" 0 "REJECT${T}route" ""
-chute route hostile rep.test
+counted rep.test
 expect_fallback "string.rep 2^40 times is charged before it runs" "fallback: budget" \
     "$(over hostile/main.lua:50)"
-chute route hostile move.test
+counted move.test
 expect_fallback "table.move over 2^40 slots is charged before it runs" "fallback: budget" \
     "$(over hostile/main.lua:53)"
-chute route hostile insert.test
+counted insert.test
 expect_fallback "table.insert under a __len of 2^40 is charged" "fallback: budget" \
     "$(over hostile/main.lua:58)"
-chute route hostile concat.test
+counted concat.test
 expect_fallback "table.concat over 2^40 slots of a C __index is charged" "fallback: budget" \
     "$(over hostile/main.lua:62)"
 chute check find-load
