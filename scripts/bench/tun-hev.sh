@@ -1,9 +1,10 @@
 # scripts/bench/tun --hev PATH: hev-socks5-tunnel beside chute on the
 # no-offload path (sourced by scripts/bench/tun; never run alone).
 #
-# Both relay to one SOCKS5 server (splice(2) between the sockets, a thread
-# per direction: it copies nothing, so it sets the least bound) on
-# 10.200.0.3:1080 in the server namespace, which connects to iperf3 there.
+# Both relay to one SOCKS5 server (spec/bench/splice_socks5.c, built here:
+# splice(2) between the sockets, a thread per direction: it copies nothing,
+# so it sets the least bound) on 10.200.0.3:1080 in the server namespace,
+# which connects to iperf3 there.
 # hev has no offload: its TUN (MTU 1500) hands one MTU-sized packet per
 # read, the path a NetworkExtension host has; chute runs with
 # tun.offload = false and route() returning the SOCKS5 policy. Captured
@@ -14,75 +15,12 @@
 HEV_SOCKS4=10.200.0.3 HEV_SOCKS_PORT=1080 HEV_TUN="bt$$h" HEV_PID=""
 CHUTE_PROXY_LUA="chute.proxy \"s5\" { type = \"socks5\", server = \"$HEV_SOCKS4\", port = $HEV_SOCKS_PORT }"
 
-# The SOCKS5 server: no auth, CONNECT to IPv4/IPv6/name.
-cat >"$TMP/splice_socks.py" <<'PY'
-import fcntl, os, socket, struct, sys, threading
-F_SETPIPE_SZ = 1031
-PIPE = 1 << 20
-def pump(a, b):
-    r, w = os.pipe()
-    try:
-        fcntl.fcntl(r, F_SETPIPE_SZ, PIPE)
-    except OSError:
-        pass
-    try:
-        while True:
-            n = os.splice(a.fileno(), w, PIPE, flags=os.SPLICE_F_MOVE | os.SPLICE_F_MORE)
-            if n == 0:
-                break
-            while n:
-                n -= os.splice(r, b.fileno(), n, flags=os.SPLICE_F_MOVE | os.SPLICE_F_MORE)
-    except OSError:
-        pass
-    try:
-        b.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
-    os.close(r)
-    os.close(w)
-def need(c, n):
-    d = c.recv(n, socket.MSG_WAITALL)
-    if len(d) != n:
-        raise OSError("short")
-    return d
-def serve(c):
-    try:
-        v, nm = need(c, 2)
-        need(c, nm)
-        c.sendall(b"\x05\x00")
-        _, cmd, _, at = need(c, 4)
-        if at == 1:
-            host = socket.inet_ntop(socket.AF_INET, need(c, 4))
-        elif at == 4:
-            host = socket.inet_ntop(socket.AF_INET6, need(c, 16))
-        else:
-            host = need(c, need(c, 1)[0]).decode()
-        port = struct.unpack("!H", need(c, 2))[0]
-        u = socket.create_connection((host, port), timeout=5)
-        u.settimeout(None)
-        c.sendall(b"\x05\x00\x00\x01\x00\x00\x00\x00\x00\x00")
-    except OSError:
-        c.close()
-        return
-    t = threading.Thread(target=pump, args=(u, c), daemon=True)
-    t.start()
-    pump(c, u)
-    t.join()
-    c.close()
-    u.close()
-ls = socket.socket()
-ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind((sys.argv[1], int(sys.argv[2])))
-ls.listen(1024)
-while True:
-    c, _ = ls.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-PY
-
 hev_setup() {
     [ -x "$HEV_BIN" ] || fail "--hev $HEV_BIN: not an executable"
+    cc -O2 -pthread -o "$TMP/splice_socks5" "$CHUTE_TOP/spec/bench/splice_socks5.c" >"$TMP/splice_socks5-cc.log" 2>&1 ||
+        fail "building spec/bench/splice_socks5.c: $(head -n 5 "$TMP/splice_socks5-cc.log")"
     ip -n "$NS_S" addr add "$HEV_SOCKS4/24" dev veth1
-    ip netns exec "$NS_S" "$PY" "$TMP/splice_socks.py" "$HEV_SOCKS4" "$HEV_SOCKS_PORT" >"$TMP/splice_socks.log" 2>&1 &
+    ip netns exec "$NS_S" "$TMP/splice_socks5" "$HEV_SOCKS4" "$HEV_SOCKS_PORT" >"$TMP/splice_socks5.log" 2>&1 &
     PIDS+=($!)
     wait_tcp "$NS_C" "$HEV_SOCKS4" "$HEV_SOCKS_PORT" || fail "the splice SOCKS5 server did not start"
 }
@@ -145,10 +83,11 @@ hev_report() {
     printf 'ratio = to the veth of these runs; x hev = Gbit/s over hev'"'"'s; target 8 flows >= 2 x hev:\n'
     printf '%-31s %8s %6s %6s %6s %7s  %s\n' "" Gbit/s ratio CPU% %/Gb "x hev" runs
     for mode in up down p8; do
-        bg=$(med "hev.base.$mode.gbps") hg=$(med "hev.hev.$mode.gbps")
+        bg=$(med "hev.base.$mode.gbps" || true) hg=$(med "hev.hev.$mode.gbps" || true)
         printf '%-31s %8s %6s %6s %6s %7s  %s\n' "veth $(mode_name $mode)" "$(fmt "$bg" %.2f)" - - - - "${RES[hev.base.$mode.gbps]:-}"
         for k in hev $BUILDS; do
-            g=$(med "hev.$k.$mode.gbps") cpu=$(med "hev.$k.$mode.cpu")
+            # A run that failed left no value: med then finds none.
+            g=$(med "hev.$k.$mode.gbps" || true) cpu=$(med "hev.$k.$mode.cpu" || true)
             local x=- t=""
             if [ "$k" = hev ]; then b="hev"; else b="chute $k noTSO s5"; x=$(ratio "$g" "$hg"); fi
             if [ "$k" != hev ] && [ "$mode" = p8 ]; then
