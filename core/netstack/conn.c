@@ -48,6 +48,7 @@ struct netstack_conn {
     int err;               /* ECONNRESET once lwIP dropped the pcb */
     unsigned client_eof : 1, shut : 1, reading : 1, want_drain : 1, paused_mem : 1;
     unsigned in_cb : 1, dead : 1, progress : 1; /* inside an owner's callback; closed there */
+    unsigned ack_owed : 1; /* the ACK lwIP wanted to send now goes at the batch's end */
     struct netstack_conn *prev, *next;   /* every conn, for shutdown and memory resume */
     struct netstack_conn *oprev, *onext; /* on the output list: written this batch */
     uint16_t syn_len;
@@ -169,6 +170,8 @@ kick_readable(struct netstack_conn *c)
         io_soon_arm(loop(), &c->rd_kick);
 }
 
+static void want_output(struct netstack_conn *c);
+
 /* ---- lwIP's callbacks --------------------------------------------------- */
 
 static err_t
@@ -192,6 +195,17 @@ on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
         while (q->next != NULL)
             q = q->next;
         c->rx_last = q;
+        /* lwIP ACKs every second segment from inside tcp_input (after this
+         * callback): without offload one TUN write, and one pass through
+         * the kernel's stack, per two packets of an upload. The ACK goes at
+         * the end of the batch instead (netstack_conn_output), one per
+         * connection per batch; what it acknowledges is the same. */
+        if (pcb->flags & TF_ACK_NOW) {
+            tcp_clear_flags(pcb, TF_ACK_NOW);
+            tcp_set_flags(pcb, TF_ACK_DELAY);
+            c->ack_owed = 1;
+            want_output(c);
+        }
     }
     kick_readable(c);
     return ERR_OK;
@@ -517,6 +531,9 @@ netstack_conn_output(void)
     while (outq.onext != &outq) {
         struct netstack_conn *c = outq.onext;
         out_unlink(c);
+        if (c->pcb != NULL && c->ack_owed)
+            tcp_ack_now(c->pcb);
+        c->ack_owed = 0;
         if (c->pcb != NULL)
             tcp_output(c->pcb);
     }
