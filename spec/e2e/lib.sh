@@ -510,6 +510,19 @@ count_flows_down_ge() {
     flow_lines "$1" | sed -n -E 's/.* down=([0-9]+) .*/\1/p' | awk -v m="$2" '$1 >= m { n++ } END { print n + 0 }'
 }
 
+# flows_down_ge REGEX MIN WANT: count_flows_down_ge once WANT such lines
+# are there or 10 s went by: a flow's line is written when both of its
+# sides have closed, which can be a moment after the client is done.
+flows_down_ge() {
+    local n
+    for _ in $(seq 100); do
+        n=$(count_flows_down_ge "$1" "$2")
+        [ "$n" -ge "$3" ] && break
+        sleep 0.1
+    done
+    echo "$n"
+}
+
 # peak_flows REGEX: the most flows matching REGEX that were open at once,
 # from each line's close timestamp and its time= duration.
 peak_flows() {

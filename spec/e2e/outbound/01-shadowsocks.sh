@@ -100,11 +100,7 @@ for p in ss128 ss256 sschacha; do
     secs=$(elapsed "$t0")
     say "big.bin via $p in ${secs}s ($(awk -v s="$secs" -v b="$BIG_SIZE" 'BEGIN { printf "%.0f", b * 8 / 1e6 / s }') Mbit/s)"
     assert_eq "$SHA_BIG" "$got" "the big download's sha256 via $p"
-    for _ in $(seq 100); do
-        [ "$(count_flows_down_ge "policy=$p " "$BIG_SIZE")" -ge 1 ] && break
-        sleep 0.1
-    done
-    assert_eq 1 "$(count_flows_down_ge "policy=$p " "$BIG_SIZE")" "one $p flow line with down >= $BIG_SIZE"
+    assert_eq 1 "$(flows_down_ge "policy=$p " "$BIG_SIZE" 1)" "one $p flow line with down >= $BIG_SIZE"
     line=$(flow_lines "policy=$p " | awk -v m="$BIG_SIZE" '{ d = $0; sub(/.* down=/, "", d); sub(/ .*/, "", d); if (d + 0 >= m) print }')
     assert_eq "done" "$(flow_field "$line" close)" "the $p download closed normally"
 done

@@ -143,11 +143,7 @@ got=$(cli_fetch_sha -H "Connection: close" --max-time 80 "http://$SRV4:$HTTP_POR
 secs=$(elapsed "$t0")
 say "big.bin via trojan in ${secs}s ($(awk -v s="$secs" -v b="$BIG_SIZE" 'BEGIN { printf "%.0f", b * 8 / 1e6 / s }') Mbit/s)"
 assert_eq "$SHA_BIG" "$got" "the big download's sha256 via trojan"
-for _ in $(seq 100); do
-    [ "$(count_flows_down_ge "policy=tj " "$BIG_SIZE")" -ge 1 ] && break
-    sleep 0.1
-done
-assert_eq 1 "$(count_flows_down_ge "policy=tj " "$BIG_SIZE")" "one tj flow line with down >= $BIG_SIZE"
+assert_eq 1 "$(flows_down_ge "policy=tj " "$BIG_SIZE" 1)" "one tj flow line with down >= $BIG_SIZE"
 
 check "a 64 MiB upload through trojan arrives intact"
 out=$(cli_py "$SRV4" 9100 <<'PY'

@@ -26,7 +26,7 @@ assert_eq "$SHA_BIG" "$got" "the 1 GiB download's sha256"
 
 check "the download's flow line shows down >= 1 GiB"
 wait_log "-> $SRV4:$HTTP_PORT .* down=[0-9]{10,} " 10 || fail "no flow line with a 10-digit down= for the download"
-assert_eq 1 "$(count_flows_down_ge "-> $SRV4:$HTTP_PORT " "$BIG_SIZE")" "flows with down >= $BIG_SIZE"
+assert_eq 1 "$(flows_down_ge "-> $SRV4:$HTTP_PORT " "$BIG_SIZE" 1)" "flows with down >= $BIG_SIZE"
 line=$(flow_lines "-> $SRV4:$HTTP_PORT " | awk -v m="$BIG_SIZE" '{ d = $0; sub(/.* down=/, "", d); sub(/ .*/, "", d); if (d + 0 >= m) print }')
 assert_eq "done" "$(flow_field "$line" close)" "the download's flow closed normally"
 assert_eq DIRECT "$(flow_field "$line" policy)" "the download's policy"

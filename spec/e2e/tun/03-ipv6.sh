@@ -14,7 +14,7 @@ assert_log "flow [0-9]+ tcp tun \[fdfe::1\]:[0-9]+ -> \[$SRV6\]:$HTTP_PORT polic
 
 check "1 MiB over IPv6, digest equal"
 assert_eq "$SHA_1M" "$(cli_fetch_sha -6 "http://[$SRV6]/1m.bin")" "1m.bin's sha256 over v6"
-assert_eq 1 "$(count_flows_down_ge "-> \[$SRV6\]:$HTTP_PORT " 1048576)" "one v6 flow with down >= 1 MiB"
+assert_eq 1 "$(flows_down_ge "-> \[$SRV6\]:$HTTP_PORT " 1048576 1)" "one v6 flow with down >= 1 MiB"
 
 check "the server saw chute's upstream: from $CLI6 (veth0), not from the TUN's fdfe::1"
 wait_file "$NETNS_TMP/access.log" 5 || fail "nginx logged nothing"
