@@ -42,8 +42,8 @@ struct control_client {
     struct control_dnsq *dnsq;   /* a DNS query in progress */
     int list_first;
     wslay_event_context_ptr ws;
-    double last_active;
-    double since;              /* accepted at */
+    double last_active;        /* io_mono_now(), as since */
+    double since;              /* accepted at, io_mono_now() */
     int answered;              /* a whole request came: its handshake is done */
     uint8_t src[16];           /* the peer's address (flow_sockaddr_key) */
     void (*fake_cb)(void *arg, const char *p, size_t n);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "control/control_int.h"
+#include "io/io.h"
 #include "log/log.h"
 
 /* The listener, the clients' sockets and the one-second tick. */
@@ -132,7 +133,7 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
     if (n < 0)
         return;
     cl->in_len += (size_t)n;
-    cl->last_active = ev_now(loop);
+    cl->last_active = io_mono_now();
     if (control_client_input(cl) != 0)
         return;
     /* While a list is written, or the buffer holds a whole unread
@@ -158,7 +159,7 @@ client_new(struct control *c, int fd)
         return NULL;
     cl->c = c;
     cl->fd = fd;
-    cl->last_active = cl->since = ev_now(c->env.loop);
+    cl->last_active = cl->since = io_mono_now();
     cl->next = &c->head;
     cl->prev = c->head.prev;
     cl->prev->next = cl;
@@ -277,7 +278,7 @@ static void
 on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct control *c = CONTAINER(w, struct control, tick);
-    double now = ev_now(loop);
+    double now = io_mono_now();
     for (struct control_client *cl = c->head.next, *next; cl != &c->head; cl = next) {
         next = cl->next;
         if (cl->dead && !cl->busy) {

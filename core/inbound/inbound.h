@@ -40,7 +40,7 @@ struct inbound_conn {
     struct inbound_listener *_l;
     void (*_close)(struct inbound_conn *c); /* closes sockets, frees c */
     struct inbound_conn *_hs_prev, *_hs_next; /* NULL once the handshake finished */
-    double _hs_since;
+    double _hs_since; /* accepted at, io_mono_now() */
     uint8_t _src[16]; /* the client's address (v4 mapped), for the per-source cap */
 };
 

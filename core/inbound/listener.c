@@ -9,6 +9,7 @@
 
 #include "log/log.h"
 #include "inbound/inbound.h"
+#include "io/io.h"
 
 /* Guessing credentials: after AUTH_FREE_FAILS wrong ones from an address,
  * its attempts are refused unchecked for a back-off that doubles with each
@@ -132,7 +133,7 @@ hs_arm(struct inbound_listener *l)
     ev_timer_stop(loop, &l->hs_timer);
     if (l->hs._hs_next == &l->hs)
         return;
-    double left = l->hs._hs_next->_hs_since + hs_deadline(l) - ev_now(loop);
+    double left = l->hs._hs_next->_hs_since + hs_deadline(l) - io_mono_now();
     ev_timer_set(&l->hs_timer, left > 0.01 ? left : 0.01, 0);
     ev_timer_start(loop, &l->hs_timer);
 }
@@ -152,7 +153,7 @@ static void
 on_hs_deadline(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct inbound_listener *l = w->data;
-    double cut = ev_now(loop) - hs_deadline(l) + 0.005;
+    double cut = io_mono_now() - hs_deadline(l) + 0.005;
     while (l->hs._hs_next != &l->hs && l->hs._hs_next->_hs_since <= cut) {
         struct inbound_conn *c = l->hs._hs_next;
         l->st.hs_timeouts++;
@@ -319,7 +320,7 @@ inbound_conn_link(struct inbound_listener *l, struct inbound_conn *c,
     c->_prev = l->head._prev;
     c->_prev->_next = c;
     l->head._prev = c;
-    c->_hs_since = ev_now(l->e->loop);
+    c->_hs_since = io_mono_now();
     c->_hs_next = &l->hs;
     c->_hs_prev = l->hs._hs_prev;
     c->_hs_prev->_hs_next = c;

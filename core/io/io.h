@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 struct io_stream;
 
@@ -213,5 +214,16 @@ struct io_soon {
 void io_soon_init(struct io_soon *d, void (*fn)(void *), void *arg);
 void io_soon_arm(struct ev_loop *loop, struct io_soon *d);
 void io_soon_cancel(struct ev_loop *loop, struct io_soon *d);
+
+/* Seconds on the monotonic clock (4 ms grain), for deadlines that must not
+ * move with the wall clock: ev_now() follows it, so a step of the system
+ * time (NTP, a VM's time sync) would fire every pending deadline at once. */
+static inline double
+io_mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 #endif

@@ -128,9 +128,11 @@ a, b = (json.load(open(f)) for f in sys.argv[1:3])
 ta, tb = a["closed_at"], b["closed_at"]
 early = lambda t: sum(1 for x in t if x is not None and x < 9)
 late = [x for x in ta + tb if x is None or x > 12]
-print("control: 127.0.0.2: %d open, %d of its oldest 844 closed early (its cap), %d of its newest 256;"
-      " 127.0.0.3: %d open, %d closed early; %d left after 12 s" % (
-          a["opened"], early(ta[:844]), early(ta[844:]), b["opened"], early(tb), len(late)))
+span = lambda t: "%s-%s s" % (min(t, key=lambda x: x or 99), max(t, key=lambda x: x or 0))
+print("control: 127.0.0.2: %d open, %d of its oldest 844 closed early (its cap), %d of its newest 256"
+      " (closed after %s); 127.0.0.3: %d open, %d closed early (closed after %s); %d left after 12 s" % (
+          a["opened"], early(ta[:844]), early(ta[844:]), span(ta[844:]), b["opened"], early(tb),
+          span(tb), len(late)))
 ok = a["opened"] == 1100 and b["opened"] == 100 and early(ta[:844]) >= 840
 ok = ok and early(ta[844:]) <= 8 and early(tb) == 0 and not late
 sys.exit(0 if ok else 1)
