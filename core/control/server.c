@@ -209,7 +209,7 @@ source_make_room(struct control *c, const uint8_t src[16])
     if (same < CONTROL_HS_PER_SOURCE)
         return;
     c->st.source_drops++;
-    double now = ev_now(c->env.loop);
+    double now = io_mono_now();
     if (c->hs_logged == 0 || now - c->hs_logged >= 10) {
         c->hs_logged = now;
         LOG_WARN("control: too many unfinished clients from one source (cap %d per source, %d in "
@@ -231,8 +231,8 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 /* One line per episode, one per 10 s when they follow
                  * each other (clients come and go at the edge). */
-                if (c->paused++ == 0 && ev_now(loop) - c->emfile_logged >= 10) {
-                    c->emfile_logged = ev_now(loop);
+                if (c->paused++ == 0 && io_mono_now() - c->emfile_logged >= 10) {
+                    c->emfile_logged = io_mono_now();
                     c->emfile_told = 1;
                     LOG_WARN("control: accept: %s; pausing accepts 100 ms at a time until "
                              "descriptors free up", strerror(errno));

@@ -97,7 +97,7 @@ pump(struct flow_relay *r, struct flow_relay_dir *d)
             }
             d->_in_pipe -= (size_t)n;
             *d->_count += (uint64_t)n;
-            r->_last = ev_now(r->_loop);
+            r->_last = io_mono_now();
             continue;
         }
         if (d->_eof) {
@@ -131,7 +131,7 @@ pump(struct flow_relay *r, struct flow_relay_dir *d)
         if (n == 0)
             d->_eof = 1;
         d->_in_pipe += (size_t)n;
-        r->_last = ev_now(r->_loop);
+        r->_last = io_mono_now();
     }
     /* Still busy: come back on the next loop pass, after other flows. */
     want(r, d, d->_in_pipe == 0 && !d->_eof, d->_in_pipe > 0 || d->_pre_off < d->_pre_len);
@@ -149,7 +149,7 @@ static void
 on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct flow_relay *r = CONTAINER(w, struct flow_relay, _idle);
-    double left = r->_last + r->_idle_timeout - ev_now(loop);
+    double left = r->_last + r->_idle_timeout - io_mono_now();
     if (left <= 0) {
         finish(r, "idle", 0);
         return;
@@ -210,7 +210,7 @@ splice_start(struct flow_relay *r, struct ev_loop *loop, int client_fd, int up_f
     }
     r->_running = 1;
     r->_idle_timeout = a->idle;
-    r->_last = ev_now(loop);
+    r->_last = io_mono_now();
     ev_timer_init(&r->_idle, on_idle, 0, a->idle);
     ev_timer_again(loop, &r->_idle);
     /* Everything starts from the loop, so |cb| never runs inside this call. */

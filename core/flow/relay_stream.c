@@ -125,7 +125,6 @@ up_ended(struct flow_relay_stream *t)
 static int
 pump_up_peek(struct flow_relay_stream *t)
 {
-    struct ev_loop *loop = t->r->_loop;
     size_t budget = BUDGET;
     for (;;) {
         struct iovec iov[PEEK_IOV];
@@ -150,7 +149,7 @@ pump_up_peek(struct flow_relay_stream *t)
         if (w > 0) {
             io_consume(t->c, (size_t)w);
             *t->up_count += (uint64_t)w;
-            t->r->_last = ev_now(loop);
+            t->r->_last = io_mono_now();
         }
         /* A partial take goes round again: the next writev takes more or
          * says EAGAIN, which is what promises on_drain. */
@@ -173,7 +172,6 @@ pump_up_peek(struct flow_relay_stream *t)
 static int
 pump_up(struct flow_relay_stream *t)
 {
-    struct ev_loop *loop = t->r->_loop;
     size_t budget = BUDGET;
     int drained = 0;
     if (t->uwait)
@@ -194,7 +192,7 @@ pump_up(struct flow_relay_stream *t)
             }
             t->uoff += (size_t)n;
             *t->up_count += (uint64_t)n;
-            t->r->_last = ev_now(loop);
+            t->r->_last = io_mono_now();
             continue; /* a partial take: the next writev says EAGAIN or takes more */
         }
         t->uoff = t->ulen = 0;
@@ -264,7 +262,7 @@ down_took(struct flow_relay_stream *t, ssize_t w)
     }
     size_t took = w > 0 ? (size_t)w : 0;
     *t->down_count += took;
-    t->r->_last = ev_now(t->r->_loop);
+    t->r->_last = io_mono_now();
     return (ssize_t)took;
 }
 
@@ -339,7 +337,6 @@ pump_down_peek(struct flow_relay_stream *t, size_t want)
 static int
 pump_down(struct flow_relay_stream *t)
 {
-    struct ev_loop *loop = t->r->_loop;
     size_t budget = BUDGET;
     int drained = 0;
     for (;;) {
@@ -354,7 +351,7 @@ pump_down(struct flow_relay_stream *t)
                 t->dpre -= pre;
                 t->doff += (size_t)n;
                 *t->down_count += (uint64_t)n - pre;
-                t->r->_last = ev_now(loop);
+                t->r->_last = io_mono_now();
             }
             if (t->doff < t->dlen) {
                 /* A short write means a full client: stop reading the
@@ -481,7 +478,7 @@ static void
 on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct flow_relay *r = (struct flow_relay *)((char *)w - offsetof(struct flow_relay, _idle));
-    double left = r->_last + r->_idle_timeout - ev_now(loop);
+    double left = r->_last + r->_idle_timeout - io_mono_now();
     if (left <= 0) {
         finish(r->_st, "idle", 0);
         return;
@@ -524,7 +521,7 @@ flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop,
     r->_st = t;
     r->_running = 1;
     r->_idle_timeout = a->idle;
-    r->_last = ev_now(loop);
+    r->_last = io_mono_now();
     t->r = r;
     t->s = a->upstream;
     t->c = a->client;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "io/io.h"
 #include "log/log.h"
 #include "outbound/outbound.h"
 #include "flow/flow.h"
@@ -151,7 +152,6 @@ on_reply(void *arg)
 {
     struct entry *x = arg;
     struct flow_udp_table *t = x->t;
-    struct ev_loop *loop = t->env->loop;
     struct tun *tun = t->tun;
     const struct ip_tuple *k = &x->node.key;
     size_t hdr = k->version == 4 ? 28 : 48;
@@ -172,7 +172,7 @@ on_reply(void *arg)
         }
         if (n < 0)
             break;
-        touch(x, ev_now(loop));
+        touch(x, io_mono_now());
         uint8_t *slot = tun_wq_reserve(tun, hdr + (size_t)n);
         size_t len = slot ? ip_build_udp(slot, hdr + (size_t)n, k->version, k->dst, k->dport,
                                          k->src, k->sport, t->buf + off, (size_t)n)
@@ -190,7 +190,7 @@ static void
 on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct entry *x = w->data;
-    double left = x->last + x->t->env->opts->udp_timeout - ev_now(loop);
+    double left = x->last + x->t->env->opts->udp_timeout - io_mono_now();
     if (left <= 0) {
         entry_free(x, "idle");
         return;
@@ -271,7 +271,7 @@ send_up(struct entry *x, const uint8_t *p, size_t len)
         x->t->st.dropped++; /* EAGAIN or an ICMP error on the socket: UDP may lose */
         return 0;
     }
-    touch(x, ev_now(x->t->env->loop));
+    touch(x, io_mono_now());
     x->flow.bytes_up += (uint64_t)n;
     return 0;
 }
@@ -355,7 +355,7 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tup
     t->all.prev = x;
     t->st.active++;
     t->st.total++;
-    x->last = ev_now(e->loop);
+    x->last = io_mono_now();
     flow_table_add(e->flows, &x->flow, x->last);
     flow_set_owner(&x->flow, &owner, x);
     ev_init(&x->idle, on_idle);

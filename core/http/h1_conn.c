@@ -11,6 +11,7 @@
 #include "http/h1_buf.h"
 #include "http/h1_conn.h"
 #include "http/h1_conn_int.h"
+#include "io/io.h"
 
 /* A head must be whole this long after its first byte: the idle timer
  * alone restarts on every byte, so one byte a minute would hold a
@@ -429,7 +430,7 @@ step(struct http_h1_conn *c)
 
     if (c->state == DONE || c->state == RELEASED)
         return -1;
-    c->last = ev_now(c->loop);
+    c->last = io_mono_now();
     c->in_step = 1;
     for (round = 0; round < ROUNDS && moved; round++) {
         c->want_client = c->want_up = 0;
@@ -488,12 +489,12 @@ static void
 on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct http_h1_conn *c = w->data;
-    double left = c->last + c->o.idle_timeout - ev_now(loop);
+    double left = c->last + c->o.idle_timeout - io_mono_now();
 
     if (c->state == DECIDE)
         left = c->o.idle_timeout;
     if (c->state == HEAD && c->head_since > 0) {
-        double head_left = c->head_since + head_deadline(c) - ev_now(loop);
+        double head_left = c->head_since + head_deadline(c) - io_mono_now();
         if (head_left <= 0) {
             finish(c, "head timeout");
             return;
@@ -529,7 +530,7 @@ http_h1_conn_new(struct io_stream *client, const struct http_h1_conn_opts *o,
     io_soon_init(&c->soon, wake, c);
     ev_timer_init(&c->idle, on_idle, 0., o->idle_timeout);
     c->idle.data = c;
-    c->last = ev_now(c->loop);
+    c->last = io_mono_now();
     if (o->idle_timeout > 0)
         ev_timer_again(c->loop, &c->idle);
     io_set_callbacks(client, wake, wake, c);

@@ -77,8 +77,8 @@ on_accept(struct ev_loop *loop, ev_io *w, int revents)
                  * than spin on a listener that stays readable. One line
                  * per episode, and one per 10 s when episodes follow each
                  * other: it may last minutes, 10 pauses a second. */
-                if (l->paused++ == 0 && ev_now(loop) - l->emfile_logged >= 10) {
-                    l->emfile_logged = ev_now(loop);
+                if (l->paused++ == 0 && io_mono_now() - l->emfile_logged >= 10) {
+                    l->emfile_logged = io_mono_now();
                     l->emfile_told = 1;
                     LOG_WARN("accept on %s: %s; pausing accepts 100 ms at a time until "
                              "descriptors free up",
@@ -185,7 +185,7 @@ hs_make_room(struct inbound_listener *l, const uint8_t src[16])
     }
     if (victim == NULL)
         return;
-    double now = ev_now(l->e->loop);
+    double now = io_mono_now();
     if (l->hs_logged == 0 || now - l->hs_logged >= 10) {
         l->hs_logged = now;
         LOG_WARN("%s: too many unfinished handshakes %s (caps %d per source, %d in all): "
@@ -419,7 +419,7 @@ inbound_auth_check(struct inbound_conn *conn, const char *user, size_t ulen, con
     const struct inbound_users *c = l->users;
     if (c->n == 0)
         return 1;
-    double now = ev_now(l->e->loop);
+    double now = io_mono_now();
     struct auth_source *a = auth_find(l, conn->_src, now);
     if (a != NULL && now < a->until) {
         l->st.auth_backoffs++;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "inbound/inbound.h"
+#include "io/io.h"
 #include "log/log.h"
 
 /* The mixed port (listen.mixed, Clash's mixed-port): SOCKS5 and HTTP proxy
@@ -98,7 +99,7 @@ on_read(struct ev_loop *loop, ev_io *w, int revents)
     struct inbound_listener *l = c->base._l;
     int fd = c->fd;
     struct sockaddr_storage peer = c->peer;
-    double left = inbound_env(l)->opts->connect_timeout - (ev_now(loop) - c->accepted);
+    double left = inbound_env(l)->opts->connect_timeout - (io_mono_now() - c->accepted);
     conn_free(c, 0);
     if (b == 0x05)
         inbound_socks5_accept_within(l, fd, &peer, left);
@@ -123,7 +124,7 @@ inbound_mixed_accept(struct inbound_listener *l, int fd, const struct sockaddr_s
     }
     c->fd = fd;
     c->peer = *peer;
-    c->accepted = ev_now(e->loop);
+    c->accepted = io_mono_now();
     c->base._close = close_conn;
     inbound_conn_link(l, &c->base, peer);
     ev_io_init(&c->io, on_read, fd, EV_READ);

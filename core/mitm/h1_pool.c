@@ -84,7 +84,7 @@ static void
 on_purge(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct mitm_h1_pool *p = w->data;
-    double now = ev_now(loop);
+    double now = io_mono_now();
     while (p->tail != NULL && now - p->tail->since >= MITM_H1_IDLE_SECS) {
         p->m->st.h1_up_purged++;
         drop(p, p->tail, "idle");
@@ -125,7 +125,7 @@ mitm_h1_park(struct mitm *m, const struct flow *f, const char *host, uint16_t po
     e->plain = plain;
     e->policy = f->policy;
     e->policy_name = f->policy_name;
-    e->since = ev_now(m->env->loop);
+    e->since = io_mono_now();
     e->next = p->head;
     if (p->head != NULL)
         p->head->prev = e;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/io.h"
 #include "log/log.h"
 #include "mitm/h2_int.h"
 
@@ -432,7 +433,7 @@ static int
 on_frame_recv(nghttp2_session *ng, const nghttp2_frame *fr, void *ud)
 {
     struct h2_srv *srv = ud;
-    srv->last = ev_now(srv->io.loop);
+    srv->last = io_mono_now();
     struct h2x *x = nghttp2_session_get_stream_user_data(ng, fr->hd.stream_id);
     if (x == NULL)
         return 0;
@@ -515,7 +516,7 @@ static void
 on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct h2_srv *srv = w->data;
-    if (srv->xs != NULL || ev_now(loop) - srv->last < srv->idle_s)
+    if (srv->xs != NULL || io_mono_now() - srv->last < srv->idle_s)
         return;
     nghttp2_session_terminate_session(srv->io.ng, NGHTTP2_NO_ERROR);
     h2_io_fail(&srv->io, "idle");
@@ -574,7 +575,7 @@ mitm_h2_server_start(struct mitm_sess *s, struct io_stream *tls)
     h2_io_init(&srv->io, s->m->env->loop, tls, on_dead);
     h2_io_track(&srv->io, &s->m->h2mem);
     srv->idle_s = s->m->o.idle_timeout > 0 ? s->m->o.idle_timeout : s->m->env->opts->idle_timeout;
-    srv->last = ev_now(srv->io.loop);
+    srv->last = io_mono_now();
     if (srv->idle_s > 0) {
         ev_timer_init(&srv->idle, on_idle, srv->idle_s / 4, srv->idle_s / 4);
         srv->idle.data = srv;

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "io/io.h"
 #include "log/log.h"
 #include "mitm/h2_int.h"
 #include "mitm/mitm_int.h"
@@ -86,14 +87,14 @@ mark_get(struct mitm *m, const char *host, double now)
 int
 mitm_host_silent(struct mitm *m, const char *host)
 {
-    struct mitm_bypass *b = mark_get(m, host, ev_now(m->env->loop));
+    struct mitm_bypass *b = mark_get(m, host, io_mono_now());
     return ++b->silent >= MITM_SILENT_REFUSALS;
 }
 
 void
 mitm_host_served(struct mitm *m, const char *host)
 {
-    struct mitm_bypass *b = mark_find(m, host, ev_now(m->env->loop));
+    struct mitm_bypass *b = mark_find(m, host, io_mono_now());
     if (b != NULL)
         b->silent = 0;
 }
@@ -101,7 +102,7 @@ mitm_host_served(struct mitm *m, const char *host)
 void
 mitm_bypass_add(struct mitm *m, const char *host)
 {
-    double now = ev_now(m->env->loop);
+    double now = io_mono_now();
     struct mitm_bypass *b = mark_get(m, host, now);
     b->silent = 0;
     b->until = now + (m->o.bypass_seconds > 0 ? m->o.bypass_seconds : 300);
@@ -123,7 +124,7 @@ wants(void *ud, const struct flow *f)
         return 0;
     if (f->mitm == 0 && !mitm_hosts_match(m->o.hosts, host, strlen(host), f->dst.port))
         return 0;
-    if (bypass_find(m, host, ev_now(m->env->loop)) != NULL) {
+    if (bypass_find(m, host, io_mono_now()) != NULL) {
         m->st.bypassed++;
         return 0;
     }

@@ -25,7 +25,7 @@ same_key(const struct mitm_sess *a, const struct mitm_sess *b)
 static struct mitm_h1_known *
 known_h1(struct mitm *m, const char *host, uint16_t port)
 {
-    double now = ev_now(m->env->loop);
+    double now = io_mono_now();
     for (size_t i = 0; i < MITM_H1_KNOWN; i++) {
         struct mitm_h1_known *k = &m->h1known[i];
         if (k->until > now && k->port == port && strcasecmp(k->host, host) == 0)
@@ -48,7 +48,7 @@ mitm_h1_known_add(struct mitm *m, const char *host, uint16_t port)
     struct mitm_h1_known *k = &m->h1known[m->h1known_next++ % MITM_H1_KNOWN];
     snprintf(k->host, sizeof(k->host), "%s", host);
     k->port = port;
-    k->until = ev_now(m->env->loop) + MITM_H1_KNOWN_SECS;
+    k->until = io_mono_now() + MITM_H1_KNOWN_SECS;
 }
 
 int

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "dns/dns.h"
+#include "io/io.h"
 #include "log/log.h"
 #include "outbound/outbound.h"
 
@@ -198,7 +199,7 @@ static void
 log_resolved(const struct outbound_connect *c, const char *err,
              const struct sockaddr_storage *addrs, size_t n)
 {
-    double ms = (ev_now(c->loop) - c->t0) * 1000;
+    double ms = (io_mono_now() - c->t0) * 1000;
     char first[INET6_ADDRSTRLEN] = "?";
     if (err != NULL || n == 0) {
         LOG_DEBUG("dns: %s: %s after %.0f ms", c->name, err ? err : "no address", ms);
@@ -261,7 +262,7 @@ outbound_direct_connect(const struct outbound_env *env, const struct flow_addr *
         /* The port rides in addrs[0] until the addresses arrive. */
         ((struct sockaddr_in *)&c->s[0].addr)->sin_port = htons(dst->port);
         if (log_threshold >= LOG_LEVEL_DEBUG) {
-            c->t0 = ev_now(c->loop);
+            c->t0 = io_mono_now();
             snprintf(c->name, sizeof(c->name), "%.*s", (int)dst->name_len, dst->name);
         }
         c->query = dns_resolve(env->dns, dst->name, on_resolved, c);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "flow/addr.h"
+#include "io/io.h"
 #include "log/log.h"
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
@@ -44,7 +45,7 @@ struct outbound_open {
     uint8_t *extra;                /* the proxy's early bytes, until delivered */
     int udp;                       /* Trojan: UDP ASSOCIATE instead of CONNECT */
     int pooled;                    /* the transport came from a pool (SOCKS5: greeted) */
-    double t0, t_transport;        /* ev_now at the start; when the transport was up (0: not) */
+    double t0, t_transport;        /* io_mono_now() at the start; when the transport was up (0: not) */
     outbound_open_cb cb;
     void *arg;
 };
@@ -114,7 +115,7 @@ static void
 log_open(const struct outbound_open *o)
 {
     char dst[300];
-    double now = ev_now(o->env->loop);
+    double now = io_mono_now();
     flow_addr_format(&o->dst, dst, sizeof(dst));
     const char *what = "the proxy replied: open";
     if (o->res.err != 0)
@@ -311,7 +312,7 @@ on_transport(void *arg, struct io_stream *s, int err, const char *why)
         fail(o, err, why);
         return;
     }
-    o->t_transport = ev_now(o->env->loop);
+    o->t_transport = io_mono_now();
     o->state = O_HANDSHAKE;
     o->proto->start(o, s);
 }
@@ -348,7 +349,7 @@ outbound_open(const struct outbound_env *env, int policy, const struct flow_addr
     o->dst = *dst;
     ev_timer_init(&o->timer, on_timeout, timeout, 0);
     ev_idle_init(&o->later, on_later);
-    o->t0 = ev_now(env->loop);
+    o->t0 = io_mono_now();
     o->policy = policy;
     if (env->set != NULL) {
         o->set = outbound_set_ref(env->set);

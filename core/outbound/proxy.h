@@ -61,7 +61,7 @@ struct outbound_proxy {
      * proxy last answered. */
     uint64_t silent;
     int silent_warned;
-    double last_answer; /* ev_now of its last first byte to a flow (0: none yet) */
+    double last_answer; /* io_mono_now() of its last first byte to a flow (0: none yet) */
 };
 
 /* A handshake in progress on a stream. The callback fires exactly once
@@ -122,7 +122,7 @@ void outbound_ss_watch(struct io_stream *s, const struct outbound_env *env, cons
 
 /* silent.c: what the watch found, for proxy |name| of env->set now (the
  * set may have been reloaded since the flow began). Silence for |secs|
- * since the request went out at |since| (ev_now): when the proxy answered
+ * since the request went out at |since| (io_mono_now()): when the proxy answered
  * another flow since then, the key works and only this destination is
  * slow (said at debug); else logged ("no byte from proxy 'hk' in 5.0 s
  * after the request: wrong password or cipher?", at warn once until the

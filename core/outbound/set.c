@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "flow/addr.h"
+#include "io/io.h"
 #include "log/log.h"
 #include "outbound/set_int.h"
 #include "tls/tls.h"
@@ -55,7 +56,7 @@ group_of(const struct outbound_set *s, int policy)
 static double
 now(const struct outbound_set *s)
 {
-    return s->env != NULL ? ev_now(s->env->loop) : 0;
+    return s->env != NULL ? io_mono_now() : 0;
 }
 
 static void

@@ -1,5 +1,6 @@
 #include <string.h>
 
+#include "io/io.h"
 #include "log/log.h"
 #include "flow/addr.h"
 #include "outbound/proxy.h"
@@ -68,6 +69,6 @@ outbound_silent_answered(const struct outbound_env *env, const char *name, doubl
     if (p == NULL)
         return;
     p->silent_warned = 0;
-    p->last_answer = ev_now(env->loop);
+    p->last_answer = io_mono_now();
     outbound_set_report(s, policy, 0);
 }

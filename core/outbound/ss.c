@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "io/io.h"
 #include "outbound/outbound.h"
 #include "outbound/proxy.h"
 #include "outbound/ss_codec.h"
@@ -138,7 +139,7 @@ arm_watch(struct ss_stream *s)
     if (s->env == NULL || s->armed)
         return;
     s->armed = 1;
-    s->sent_at = ev_now(s->base.loop);
+    s->sent_at = io_mono_now();
     ev_timer_set(&s->silent, s->deadline, 0);
     ev_timer_start(s->base.loop, &s->silent);
 }
@@ -157,7 +158,7 @@ answered(struct ss_stream *s)
 {
     s->answered = 1;
     ev_timer_stop(s->base.loop, &s->silent);
-    outbound_silent_answered(s->env, s->name, ev_now(s->base.loop) - s->sent_at, s->reported);
+    outbound_silent_answered(s->env, s->name, io_mono_now() - s->sent_at, s->reported);
 }
 
 static void

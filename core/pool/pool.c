@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "io/io.h"
 #include "pool/pool_int.h"
 #include "tls/tls.h"
 
@@ -120,7 +121,7 @@ add_idle(struct pool *p, struct io_stream *s)
         io_close(s, 0);
         return;
     }
-    *c = (struct pool_conn){.p = p, .s = s, .since = ev_now(p->loop), .prev = p->newest};
+    *c = (struct pool_conn){.p = p, .s = s, .since = io_mono_now(), .prev = p->newest};
     if (p->newest != NULL)
         p->newest->next = c;
     else
@@ -157,7 +158,7 @@ on_filled(void *arg, struct io_stream *s, int err, const char *why)
         p->backoff = p->backoff > 0 ? p->backoff * 2 : BACKOFF_MIN;
         if (p->backoff > BACKOFF_MAX)
             p->backoff = BACKOFF_MAX;
-        p->retry_at = ev_now(p->loop) + p->backoff;
+        p->retry_at = io_mono_now() + p->backoff;
         return;
     }
     p->backoff = 0;
@@ -208,7 +209,7 @@ cancel_fills(struct pool *p)
 static void
 maintain(struct pool *p)
 {
-    double now = ev_now(p->loop);
+    double now = io_mono_now();
     unsigned target = p->dead ? 0 : pool_demand_target(&p->demand, now, p->o.max_idle);
 
     while (p->oldest != NULL &&
@@ -358,7 +359,7 @@ pool_acquire(struct pool *p, pool_conn_cb cb, void *arg)
     *r = (struct pool_req){.p = p, .cb = cb, .arg = arg};
     pool_ref(p);
     if (!p->dead)
-        pool_demand_note(&p->demand, ev_now(p->loop));
+        pool_demand_note(&p->demand, io_mono_now());
     r->s = take(p);
     if (r->s != NULL) {
         p->st.warm++;

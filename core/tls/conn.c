@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/io.h"
 #include "log/log.h"
 #include "tls/tls_int.h"
 
@@ -207,7 +208,7 @@ suite_name(uint16_t id)
 static double
 hs_ms(const struct tls_conn *c)
 {
-    return (ev_now(c->s.loop) - c->t0) * 1000;
+    return (io_mono_now() - c->t0) * 1000;
 }
 
 static void
@@ -684,7 +685,7 @@ tls_conn_start(struct tls_conn *c, const struct tls_conn_role *role, br_ssl_engi
     c->s.inner = inner;
     c->s.loop = inner->loop;
     c->hs = 1;
-    c->t0 = ev_now(inner->loop);
+    c->t0 = io_mono_now();
     c->peek = role->first_record != NULL;
     io_soon_init(&c->kick, on_kick, c);
     ev_timer_init(&c->quiet, on_quiet, 0, QUIET_CLOSE);

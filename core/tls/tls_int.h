@@ -74,7 +74,7 @@ struct tls_conn {
      * has no "resumed" getter, a resumed session keeps its ID. */
     size_t offered_len;
     unsigned char offered_id[32];
-    double t0; /* ev_now at the start: the handshake's time, in the debug log */
+    double t0; /* io_mono_now() at the start: the handshake's time, in the debug log */
     char why[160];
     unsigned char iobuf[BR_SSL_BUFSIZE_BIDI];
 };
