@@ -6,6 +6,7 @@
 
 #include "control/control_int.h"
 #include "flow/flow.h"
+#include "io/io.h"
 
 /* GET /connections: one Clash connection object per live flow, written
  * with snprintf (10,000 flows in well under 50 ms) and sent in slices:
@@ -80,13 +81,15 @@ flow_entry(const struct flow *f, char *buf, size_t len)
         via[0] = '"';
         memcpy(via + 1 + k, "\",", 3);
     }
-    time_t secs = (time_t)f->started;
+    /* started is monotonic: the date is now's less the flow's age. */
+    double wall = ev_time() - (io_mono_now() - f->started);
+    time_t secs = (time_t)wall;
     struct tm tm;
     gmtime_r(&secs, &tm);
     char start[64];
     snprintf(start, sizeof(start), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (int)((f->started - (double)secs) * 1000));
+             (int)((wall - (double)secs) * 1000));
     int n = snprintf(buf, len,
                      "{\"id\":\"%llu\",\"metadata\":{\"network\":\"%s\",\"type\":\"%s\","
                      "\"sourceIP\":\"%s\",\"destinationIP\":\"%s\",\"sourcePort\":\"%u\","

@@ -55,7 +55,7 @@ struct flow {
                                * 1 intercept, -1 never ({ mitm = false }) */
     uint64_t bytes_up;        /* client -> upstream */
     uint64_t bytes_down;      /* upstream -> client */
-    double started;           /* ev_now at accept: wall-clock seconds (the API shows it as a date) */
+    double started;           /* io_mono_now() at accept */
     const struct flow_owner_ops *_owner; /* flow_set_owner: who holds its streams */
     void *_owner_arg;
     struct flow *_prev, *_next;

@@ -63,7 +63,7 @@ finish(struct tcp_flow *x, const char *reason, int reset)
     if (x->up != NULL)
         io_close(x->up, reset);
     free(x->extra);
-    flow_table_remove(e->flows, &x->flow, ev_now(e->loop), reason);
+    flow_table_remove(e->flows, &x->flow, io_mono_now(), reason);
     x->prev->next = x->next;
     x->next->prev = x->prev;
     x->t->n--;
@@ -245,7 +245,7 @@ on_syn(void *ud, struct netstack_conn *nc, const struct ip_view *v)
     const struct flow_env *e = t->env;
     if (e->opts->tcp_max != 0 && t->n >= e->opts->tcp_max) {
         netstack_conn_refuse(nc, 1); /* memory_limit: a RST, at once */
-        flow_table_refused(e->flows, "TCP", e->opts->tcp_max, ev_now(e->loop));
+        flow_table_refused(e->flows, "TCP", e->opts->tcp_max, io_mono_now());
         return;
     }
     struct tcp_flow *x = calloc(1, sizeof(*x));
@@ -270,7 +270,7 @@ on_syn(void *ud, struct netstack_conn *nc, const struct ip_view *v)
     x->prev = t->all.prev;
     t->all.prev->next = x;
     t->all.prev = x;
-    flow_table_add(e->flows, &x->flow, ev_now(e->loop));
+    flow_table_add(e->flows, &x->flow, io_mono_now());
     flow_set_owner(&x->flow, &owner, x);
     if (e->dns_tcp(e->ud, &x->flow)) { /* TCP/53: chute's DNS server answers */
         open_upstream(x, 1);

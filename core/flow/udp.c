@@ -99,7 +99,7 @@ entry_free(struct entry *x, const char *reason)
         free(h);
     }
     ip_tuple_remove(t->h, &x->node);
-    flow_table_remove(t->env->flows, &x->flow, ev_now(loop), reason);
+    flow_table_remove(t->env->flows, &x->flow, io_mono_now(), reason);
     x->prev->next = x->next;
     x->next->prev = x->prev;
     t->st.active--;
@@ -327,7 +327,7 @@ entry_new(struct flow_udp_table *t, const struct ip_view *v, const struct ip_tup
 {
     const struct flow_env *e = t->env;
     if (e->opts->udp_max != 0 && t->st.active >= e->opts->udp_max && t->st.active < t->cap) {
-        flow_table_refused(e->flows, "UDP", e->opts->udp_max, ev_now(e->loop));
+        flow_table_refused(e->flows, "UDP", e->opts->udp_max, io_mono_now());
         entry_free(t->all.next, "evicted");
     } else if (t->st.active >= t->cap) {
         if (!t->capped)

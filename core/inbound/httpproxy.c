@@ -41,7 +41,7 @@ end_flow(struct conn *c, const char *reason)
 {
     const struct flow_env *e = env_of(c);
     if (c->flow_added) {
-        flow_table_remove(e->flows, &c->flow, ev_now(e->loop), reason);
+        flow_table_remove(e->flows, &c->flow, io_mono_now(), reason);
         c->flow_added = 0;
     }
 }
@@ -241,7 +241,7 @@ on_request_head(void *arg, struct http_h1_conn *h, struct http_fwd_req *req)
     c->flow.src = src;
     c->flow.local = local;
     c->flow.dst = dst;
-    flow_table_add(e->flows, &c->flow, ev_now(e->loop));
+    flow_table_add(e->flows, &c->flow, io_mono_now());
     flow_set_owner(&c->flow, &owner, c);
     c->flow_added = 1;
     if (e->name(e->ud, &c->flow) != 0) { /* a fake IP whose name is gone */

@@ -32,7 +32,7 @@ conn_free(struct conn *c, const char *reason)
         flow_relay_abort(&c->relay);
     else if (c->fd >= 0)
         io_close_reset(c->fd);
-    flow_table_remove(e->flows, &c->flow, ev_now(e->loop), reason);
+    flow_table_remove(e->flows, &c->flow, io_mono_now(), reason);
     inbound_conn_unlink(&c->base);
     free(c);
 }
@@ -103,7 +103,7 @@ inbound_reverse_accept(struct inbound_listener *l, int fd, const struct sockaddr
     c->flow.dst = *inbound_target(l);
     inbound_conn_link(l, &c->base, peer);
     inbound_conn_ready(&c->base); /* no handshake of its own: TLS is the MITM's */
-    flow_table_add(e->flows, &c->flow, ev_now(e->loop));
+    flow_table_add(e->flows, &c->flow, io_mono_now());
     flow_set_owner(&c->flow, &owner, c);
     e->decide(e->ud, &c->flow);
     if (c->flow.policy == FLOW_POLICY_REJECT) {

@@ -60,7 +60,7 @@ conn_free(struct conn *c, const char *reason)
     else if (c->fd >= 0)
         close(c->fd);
     if (c->flow_added)
-        flow_table_remove(e->flows, &c->flow, ev_now(e->loop), reason);
+        flow_table_remove(e->flows, &c->flow, io_mono_now(), reason);
     inbound_conn_unlink(&c->base);
     free(c->sniff);
     free(c);
@@ -320,7 +320,7 @@ advance(struct conn *c)
             consume(c, (size_t)n);
             inbound_conn_ready(&c->base);
             ev_io_stop(e->loop, &c->io);
-            flow_table_add(e->flows, &c->flow, ev_now(e->loop));
+            flow_table_add(e->flows, &c->flow, io_mono_now());
             flow_set_owner(&c->flow, &owner, c);
             c->flow_added = 1;
             if (e->name(e->ud, &c->flow) != 0) { /* a fake IP whose name is gone */

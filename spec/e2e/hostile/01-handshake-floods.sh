@@ -35,8 +35,6 @@ probe() { # probe WHEN: a SOCKS5, an HTTP proxy and a control client are served
 probe "before"
 baseline
 
-wait_file_l() { for _ in $(seq $((${2:-5} * 20))); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
-
 # closed N FROM TO < json: how many of connections FROM..TO (1-based) the peer closed.
 closed() {
     python3 -c 'import json, sys

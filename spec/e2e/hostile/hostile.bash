@@ -7,12 +7,15 @@
 #   assert_no_leak MIB FDS  RSS within MIB of the baseline (+256 under ASan), fds within FDS
 #   flood ARGS...         python3 flood.py (the hostile clients) in the foreground
 #   fault_peer MODE PORT  a faultpeer.py (broken peers) on 127.0.0.1 in the background
+#   wait_file_l FILE [S]  0 once FILE is non-empty, 1 after S seconds (default 5)
 #
 # CHUTE_PID and CHUTE_LOG come from chute_start / tun_chute_start.
 
 HOSTILE_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 flood() { python3 "$HOSTILE_DIR/flood.py" "$@"; }
+
+wait_file_l() { for _ in $(seq $((${2:-5} * 20))); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
 
 fault_peer() {
     python3 "$HOSTILE_DIR/faultpeer.py" "$1" 127.0.0.1 "$2" "$E2E_TMP/$1.ready" >"$E2E_TMP/$1.log" 2>&1 &
