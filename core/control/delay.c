@@ -135,7 +135,7 @@ read_more(struct probe *p)
         p->got += take;
         if (p->got == STATUS_LEN) {
             int ok = memcmp(p->line, "HTTP/1.", 7) == 0;
-            finish(p, ok ? (int)((ev_time() - p->t0) * 1000 + 0.5) : -2);
+            finish(p, ok ? (int)((io_mono_now() - p->t0) * 1000 + 0.5) : -2);
             return;
         }
     }
@@ -248,7 +248,7 @@ control_delay(struct control_client *cl, const char *name, struct mem_slice quer
         p->d = d;
         p->policy = group ? e.members[i] : policy;
         p->running = 1;
-        p->t0 = ev_time();
+        p->t0 = io_mono_now();
         ev_timer_init(&p->limit, on_limit, (double)ms / 1000, 0);
         ev_timer_start(d->env->loop, &p->limit);
     }

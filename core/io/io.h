@@ -215,14 +215,15 @@ void io_soon_init(struct io_soon *d, void (*fn)(void *), void *arg);
 void io_soon_arm(struct ev_loop *loop, struct io_soon *d);
 void io_soon_cancel(struct ev_loop *loop, struct io_soon *d);
 
-/* Seconds on the monotonic clock (4 ms grain), for deadlines that must not
- * move with the wall clock: ev_now() follows it, so a step of the system
- * time (NTP, a VM's time sync) would fire every pending deadline at once. */
+/* Seconds on the monotonic clock, for deadlines and measured delays that
+ * must not move with the wall clock: ev_now() and ev_time() follow it, so a
+ * step of the system time (NTP, a VM's time sync) would fire every pending
+ * deadline at once. Fresh, not the loop's cached time (vDSO, ~20 ns). */
 static inline double
 io_mono_now(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 

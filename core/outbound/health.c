@@ -175,7 +175,7 @@ finish(struct health_check *c, int ms, const char *err)
     struct ev_loop *loop = s->env->loop;
     release(c);
     outbound_set_check_result(s, c->g, c->m, ms, err);
-    double next = s->groups[c->g].cfg.interval - (ev_time() - c->t0);
+    double next = s->groups[c->g].cfg.interval - (io_mono_now() - c->t0);
     ev_timer_set(&c->due, next > MIN_GAP ? next : MIN_GAP, 0);
     ev_timer_start(loop, &c->due);
 }
@@ -183,7 +183,7 @@ finish(struct health_check *c, int ms, const char *err)
 static int
 elapsed_ms(const struct health_check *c)
 {
-    double ms = (ev_time() - c->t0) * 1000 + 0.5;
+    double ms = (io_mono_now() - c->t0) * 1000 + 0.5;
     return ms < 0 ? 0 : ms > 1e9 ? 1000000000 : (int)ms;
 }
 
@@ -306,7 +306,7 @@ on_due(struct ev_loop *loop, ev_timer *w, int revents)
     struct health_group *hg = hg_of(c);
     c->env = *s->env; /* copied now: the env's TLS context may have come since */
     c->env.set = s->view;
-    c->t0 = ev_time();
+    c->t0 = io_mono_now();
     c->sent = 0;
     c->line.got = 0;
     ev_timer_set(&c->limit, hg->timeout, 0);
