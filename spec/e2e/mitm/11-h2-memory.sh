@@ -4,8 +4,13 @@
 # (curl --limit-rate) from a fast h2 origin (mitmlib's nginx on :4473).
 # Windows alone would let chute hold a stream window (256 KiB) per
 # stream, 8 MiB; with the cap every session announces a narrower stream
-# window (SETTINGS), so what chute holds stays within 1.5 MiB, every
-# object arrives sha256-equal, and the narrowing is counted.
+# window (SETTINGS), every object arrives sha256-equal, and the narrowing
+# is counted. Bytes a wider window let in stay until they drain, so what
+# chute holds depends on how the connections overlap: all at once, about
+# 1 MiB (0.9-1.1 in quiet runs); one after another (a loaded machine),
+# more (1.6 MiB in one CI run). The bound is 32 streams opened one by one, each
+# with the window of its moment: 4 x 256 + 4 x 128 + 8 x 64 + 16 x 32 KiB
+# = 2.5 MiB, against 8 MiB for the windows alone.
 . "$(dirname "$0")/mitmlib.bash"
 need_root
 H2=4473
@@ -42,7 +47,7 @@ stats_read
 say "held: peak $S_mitm_h2_buffered_peak bytes; windows narrowed $S_mitm_h2_windows_narrowed times"
 assert_ge 4 "$S_mitm_h2_client_conns" "4 h2 client connections"
 assert_ge 1 "$S_mitm_h2_windows_narrowed" "mitm_h2_windows_narrowed"
-[ "$S_mitm_h2_buffered_peak" -le $((CAP * 3 / 2)) ] ||
+[ "$S_mitm_h2_buffered_peak" -le $((CAP * 5 / 2)) ] ||
     fail "chute held up to $S_mitm_h2_buffered_peak bytes of h2 bodies with max_buffered = $CAP"
 assert_eq 0 "$S_mitm_h2_buffered_bytes" "nothing held once the streams are over"
 assert_eq 0 "$S_mitm_h2_buffer_alloc" "no buffer left once the streams are over"
