@@ -223,7 +223,7 @@ connections_shape(void **st)
     f->bytes_up = 512;
     f->bytes_down = 2048;
     snprintf(f->why, sizeof(f->why), "rules/x.list:3");
-    /* An hour and a half second old: "start" is today's date less that. */
+    /* 3600.5 s old: "start" is the wall time now less that age. */
     flow_table_add(r->flows, f, io_mono_now() - 3600.5);
     double want_start = ev_time() - 3600.5;
     int status;
