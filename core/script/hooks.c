@@ -15,21 +15,13 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "io/io.h"
 #include "log/log.h"
 #include "script/script_int.h"
 
 #define LOG_EVERY 10.0
 #define URL_IN_LOG 200
-
-static double
-mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void
 failed(struct script *s, struct script_hook *h, const struct hook_msg *msg, int rc,
@@ -38,7 +30,7 @@ failed(struct script *s, struct script_hook *h, const struct hook_msg *msg, int 
     s->st.hook_errors++;
     if (tripped)
         s->st.hook_budget_cuts++;
-    double now = mono();
+    double now = io_mono_now();
     if (h->failures++ > 0 && now - h->logged_at < LOG_EVERY) {
         h->unlogged++;
         return;
