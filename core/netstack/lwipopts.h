@@ -86,7 +86,13 @@
 #define LWIP_DISABLE_TCP_SANITY_CHECKS 1
 /* A closed connection's TIME_WAIT lasts 2 * TCP_MSL: keep pcbs turning over. */
 #define TCP_MSL 10000UL
-#define LWIP_TCP_TIMESTAMPS 0
+/* Timestamps, when the client's SYN offers them (Linux's do): the client's
+ * TIME_WAIT entries then carry them, which tcp_tw_reuse = 1 needs to let
+ * connect() take such a port again. Without them a client closing first at
+ * ~10k connections/s to one destination stalled in connect()'s port search
+ * (~100 ms every few hundred connections; spec/e2e/tun/17). 12 bytes per
+ * segment; the offload path's gso_size leaves room for them (netif.c). */
+#define LWIP_TCP_TIMESTAMPS 1
 #define TCP_LISTEN_BACKLOG 0
 
 /* The local kernel built every packet read from the TUN. */

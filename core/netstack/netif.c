@@ -34,9 +34,10 @@ tcp_partial(uint8_t *pkt, size_t avail, size_t len, struct tun_gso *g)
     if (avail < ihl + 20 || (v6 ? pkt[6] : pkt[9]) != IPPROTO_TCP)
         return 0;
     size_t thl = (size_t)(pkt[ihl + 12] >> 4) * 4;
-    size_t mss = (size_t)tun_mtu(netstack.tun) - (v6 ? 60 : 40);
-    if (avail < ihl + thl)
+    if (avail < ihl + thl || (size_t)tun_mtu(netstack.tun) <= ihl + thl)
         return 0;
+    /* Each segment carries the headers with their options (timestamps). */
+    size_t mss = (size_t)tun_mtu(netstack.tun) - ihl - thl;
     const uint8_t *src = v6 ? pkt + 8 : pkt + 12, *dst = v6 ? pkt + 24 : pkt + 16;
     uint16_t c = (uint16_t)~ip_csum_fold(ip_csum_pseudo(v6 ? 6 : 4, src, dst, IPPROTO_TCP,
                                                          (uint32_t)(len - ihl)));

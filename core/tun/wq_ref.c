@@ -54,6 +54,8 @@ tun_wq_ref(struct tun *t, const void *hdr, size_t hlen, const struct iovec *payl
         if (g != NULL)
             tun_vnet_hdr(v, g);
     }
+    if (g != NULL && g->gso_size != 0)
+        t->st.gso_out++; /* as tun_wq_commit_gso counts them */
     memcpy(v + vh, hdr, hlen);
     t->wq_used += need;
     t->wq_count++;
