@@ -174,6 +174,33 @@ write_json(enum log_level level, const struct log_field *fields, size_t n, int k
     tap_line(level, msg, escape(msg, mlen, sizeof(msg)));
 }
 
+/* "YYYY-MM-DD HH:MM:SS.mmm LEVEL " into |line|; returns its length. The
+ * date part is formatted once a second per thread: localtime_r and the
+ * snprintf were a third of a flow line's cost at 30k flows/s. */
+static int
+stamp(char *line, const struct timespec *ts, const char *level)
+{
+    static __thread time_t sec = -1;
+    static __thread char date[64];
+    if (ts->tv_sec != sec) {
+        struct tm tm;
+        localtime_r(&ts->tv_sec, &tm);
+        snprintf(date, sizeof(date), "%04d-%02d-%02d %02d:%02d:%02d.", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        sec = ts->tv_sec;
+    }
+    size_t d = strlen(date), l = strlen(level);
+    unsigned ms = (unsigned)(ts->tv_nsec / 1000000);
+    memcpy(line, date, d);
+    line[d] = (char)('0' + ms / 100);
+    line[d + 1] = (char)('0' + ms / 10 % 10);
+    line[d + 2] = (char)('0' + ms % 10);
+    line[d + 3] = ' ';
+    memcpy(line + d + 4, level, l);
+    memset(line + d + 4 + l, ' ', 6 - l); /* "%-5s " */
+    return (int)(d + 10);
+}
+
 static void __attribute__((format(printf, 5, 0)))
 vwrite(enum log_level level, const struct log_field *fields, size_t nfields, int kv,
        const char *fmt, va_list ap)
@@ -185,11 +212,7 @@ vwrite(enum log_level level, const struct log_field *fields, size_t nfields, int
         return;
     }
     char line[LINE_MAX_MSG];
-    struct tm tm;
-    localtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof(line), "%04d-%02d-%02d %02d:%02d:%02d.%03ld %-5s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-                     tm.tm_sec, ts.tv_nsec / 1000000, names[level]);
+    int n = stamp(line, &ts, names[level]);
     int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof(line) - 2)
