@@ -46,9 +46,16 @@ tun_wq_limit(struct tun *t, size_t bytes)
         bytes = min;
     if (t->wq_used != 0)
         return -1;
-    uint8_t *q = realloc(t->wq, bytes);
-    if (q == NULL)
+    /* With a writer both buffers take turns as the queue: each must hold
+     * wq_cap. */
+    if (t->writer != NULL && tun_writer_resize(t, bytes) != 0)
         return -1;
+    uint8_t *q = realloc(t->wq, bytes);
+    if (q == NULL) {
+        if (t->writer != NULL && bytes < t->wq_cap)
+            t->wq_cap = bytes; /* the spare shrank: both hold |bytes| */
+        return -1;
+    }
     t->wq = q;
     t->wq_cap = bytes;
     return 0;
@@ -157,6 +164,8 @@ tun_wq_flush(struct tun *t)
     if (t->host != NULL) {
         tun_host_flush(t);
         off = t->wq_used;
+    } else if (t->writer != NULL && tun_writer_take(t)) {
+        off = t->wq_used; /* the writer has them (and t->wq is its spare) */
     }
     while (off < t->wq_used) {
         uint32_t l;

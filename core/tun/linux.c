@@ -155,6 +155,8 @@ tun_open(const struct tun_opts *o, char *err, size_t errlen)
         snprintf(err, errlen, "tun %s: out of memory for buffers", t->name);
         goto fail;
     }
+    if (!t->vnet && tun_writer_start(t) != 0)
+        LOG_WARN("tun %s: no writer thread (%s): writes stay on the loop", t->name, strerror(errno));
     if (o->num_exclude > 0) {
         t->exclude = malloc(o->num_exclude * sizeof(*t->exclude));
         if (t->exclude != NULL) {
@@ -167,7 +169,7 @@ tun_open(const struct tun_opts *o, char *err, size_t errlen)
         goto fail;
     }
     LOG_INFO("tun %s: up, mtu %d, batch %d, offload %s", t->name, t->mtu, t->batch,
-             t->vnet ? "tso4+tso6" : "off");
+             t->vnet ? "tso4+tso6" : t->writer ? "off (writer thread)" : "off");
     return t;
 fail:
     tun_close(t);
@@ -196,6 +198,7 @@ tun_close(struct tun *t)
 {
     if (t == NULL)
         return;
+    tun_writer_stop(t); /* it writes what it holds first */
     if (t->routed)
         remove_routes(t);
     if (t->fd >= 0 && !t->borrowed)
@@ -237,6 +240,8 @@ tun_stats(const struct tun *t, struct tun_stats *out)
     *out = t->st;
     if (t->host != NULL)
         tun_host_stats(t, out);
+    if (t->writer != NULL)
+        tun_writer_stats(t, out);
 }
 
 const struct log_counter tun_counters[] = {

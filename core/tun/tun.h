@@ -8,7 +8,8 @@
  * engine processes the whole batch, then flushes the write queue. Packets
  * towards the TUN are only ever queued (tun_wq_*), so no write happens in
  * the middle of packet processing; the queue flushes once per batch, or
- * early when it is full. */
+ * early when it is full. A device without offload hands large flushes to
+ * a writer thread (writer.c), in order. */
 
 #include <stddef.h>
 #include <sys/uio.h>

@@ -27,6 +27,7 @@ struct tun {
     size_t wq_cap, wq_used, wq_count;
     struct tun_stats st;
     struct tun_host *host; /* the host endpoint's queue (host.c); NULL for a device */
+    struct tun_writer *writer; /* writer.c: a device without offload; NULL: writes inline */
 };
 
 #define TUN_VNET_HDR 10 /* sizeof(struct virtio_net_hdr) */
@@ -47,5 +48,15 @@ void tun_host_flush(struct tun *t);
 void tun_host_stats(const struct tun *t, struct tun_stats *st);
 void tun_host_free(struct tun *t);
 void tun_io_fini(struct tun *t);
+/* writer.c: the writer thread of a device without offload (tun_open only:
+ * a borrowed fd's owner may read it right after a flush). _take, from a
+ * flush: waits for the previous buffer to be written, then hands the queue
+ * over (1; t->wq is then the empty spare) or leaves it to be written
+ * inline (0). _resize: the spare follows tun_wq_limit. */
+int tun_writer_start(struct tun *t);
+int tun_writer_take(struct tun *t);
+int tun_writer_resize(struct tun *t, size_t bytes);
+void tun_writer_stats(const struct tun *t, struct tun_stats *st);
+void tun_writer_stop(struct tun *t);
 
 #endif

@@ -26,7 +26,7 @@ struct ref {
 int
 tun_wq_ref_ok(const struct tun *t)
 {
-    return t->host == NULL;
+    return t->host == NULL && t->writer == NULL; /* writer.c releases nothing */
 }
 
 int
