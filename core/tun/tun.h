@@ -48,6 +48,7 @@ struct tun_gso {
     X(gso_out, gso_out)       /* offloaded packets written */                                      \
     X(batches, batches)       /* reads that returned at least one packet */                        \
     X(wq_flushes, wq_flushes) /* write queue flushes */                                            \
+    X(wq_handoffs, wq_handoffs) /* of them, handed to the writer thread (writer.c) */            \
     X(wq_drops, wq_drops)     /* packets the device refused (or too big) */                       \
     X(host_full, host_full)   /* packets the host endpoint's queue had no room for */              \
     X(host_drops, host_drops) /* packets pushed empty or longer than the MTU */
@@ -138,7 +139,8 @@ void tun_wq_commit_gso(struct tun *t, size_t len, const struct tun_gso *g);
  * where they are until the flush writes them in one writev, then calls
  * release(arg); |g| as for tun_wq_commit_gso, or NULL. Returns -1 (and
  * keeps nothing) where that cannot be done: the host endpoint (its batches
- * are contiguous packets), more than TUN_REF_IOV pieces, a header over
+ * are contiguous packets), a device with a writer thread (only the loop
+ * may release), more than TUN_REF_IOV pieces, a header over
  * 128 bytes, a packet over the MTU: the caller copies instead. */
 #define TUN_REF_IOV 8
 typedef void (*tun_release_fn)(void *arg);

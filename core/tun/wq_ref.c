@@ -36,7 +36,7 @@ tun_wq_ref(struct tun *t, const void *hdr, size_t hlen, const struct iovec *payl
     size_t total = hlen;
     for (int i = 0; i < n; i++)
         total += payload[i].iov_len;
-    if (t->host != NULL || n > TUN_REF_IOV || hlen > HDR_MAX || total > t->maxpkt || total == 0)
+    if (!tun_wq_ref_ok(t) || n > TUN_REF_IOV || hlen > HDR_MAX || total > t->maxpkt || total == 0)
         return -1;
     size_t vh = t->vnet ? TUN_VNET_HDR : 0;
     size_t need = TUN_WQ_HDR + sizeof(struct ref) + vh + hlen;

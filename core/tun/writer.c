@@ -18,7 +18,8 @@
  * not wait behind a thread switch.
  *
  * Order is kept: a flush first waits until the writer has written the
- * buffer before. The thread sees plain entries only: ref entries hold
+ * buffer before, so an ACK queued right after a handoff waits for that
+ * buffer's writes (what writing it inline would have cost anyway). The thread sees plain entries only: ref entries hold
  * lwIP's pbufs, which only the loop may release, so tun_wq_ref_ok says no
  * while a writer runs. It touches nothing but the buffer, the fd and its
  * own counters, which the loop reads under the lock. It does not log: the
@@ -141,6 +142,7 @@ tun_writer_take(struct tun *t)
         w->len = t->wq_used;
         t->wq = w->spare;
         w->spare = NULL;
+        t->st.wq_handoffs++;
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);

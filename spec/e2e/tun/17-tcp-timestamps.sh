@@ -102,6 +102,7 @@ LUA
         assert_log "tun $TUN_DEV: up, .*offload off \\(writer thread\\)" "offload off: the writer thread runs"
         # Most of these went out through the writer thread (core/tun/writer.c):
         # its counts must be in the stats. 8 MB down is >= 5,525 segments.
+        assert_ge 1 "$S_wq_handoffs" "offload off: flushes handed to the writer thread"
         assert_ge 5525 "$S_pkts_out" "offload off: packets written (the writer's counted)"
         assert_ge 8000000 "$S_bytes_out" "offload off: bytes written"
     fi
