@@ -2,10 +2,10 @@
 # TCP timestamps on the TUN side. lwIP answers a SYN that offers them (as
 # Linux's do), so the client's TIME_WAIT entries carry them, and with
 # net.ipv4.tcp_tw_reuse = 1 connect() may take such a port again at once.
-# Without them a host opening connections fast to one destination ran out
-# of free ports in its TIME_WAIT half and stalled in connect() (~100 ms
-# every few hundred connections: scripts/bench/tun's client-closes rate
-# was 0.34 of the veth's). Each data segment's payload leaves room for the
+# Without them a host opening connections fast to one destination stalled
+# in connect()'s search for a free port once about half its range was in
+# TIME_WAIT (~100 ms every few hundred connections: scripts/bench/tun's
+# client-closes rate was 0.34 of the veth's). Each data segment's payload leaves room for the
 # option: with offload the kernel cuts chute's 64 KiB segments at
 # gso_size, which must be the MTU less the headers *with* options.
 # Without offload the download's segments go through the writer thread
@@ -69,7 +69,7 @@ except OSError as e:
     print(f"again failed: {e}")
 PY
 
-run() { # LABEL: one fetch from a fixed port, then again from the same port
+run() { # LPORT: one fetch from client port LPORT, then again from the same port
     local out
     cli sysctl -qw net.ipv4.tcp_tw_reuse=1
     out=$(cli_py "$SRV4" "$port" 4000000 "$1" <"$NETNS_TMP/client.py") || fail "the client failed: $out"
