@@ -122,6 +122,11 @@ ports(struct doc *d, yaml_node_t *root)
         double p;
         if (import_ygetn(d, root, map[i][0], &p, "listen") != 1 || p == 0)
             continue;
+        if (!(p >= 1 && p <= 65535) || p != (int)p) { /* NaN fails the first test */
+            import_note(m, import_yline(import_yget(d, root, map[i][0])),
+                        "listen: %s %g is not a port 1..65535: ignored", map[i][0], p);
+            continue;
+        }
         const char *addr = strchr(host, ':') ? import_fmt(m, "[%s]:%d", host, (int)p)
                                              : import_fmt(m, "%s:%d", host, (int)p);
         yaml_node_t *auth = import_yget(d, root, "authentication");

@@ -74,6 +74,18 @@ test_chunk_lines(void **st)
     assert_non_null(strstr(r.lua, "if opts.route ~= false then chute.route = route end"));
 }
 
+/* A listen port out of int's range was cast to int (UB: fuzz/import). */
+static void
+test_listen_port_range(void **st)
+{
+    (void)st;
+    assert_int_equal(conv("mixed-port: 7890\nsocks-port: 785555555555555555555555555555555555\n"
+                          "port: 1.5\nrules:\n  - MATCH,DIRECT\n", IMPORT_CLASH, 0), 0);
+    assert_non_null(strstr(r.lua, "127.0.0.1:7890"));
+    assert_true(has_note("c.yaml:2: listen: socks-port 7.85556e+35 is not a port 1..65535: ignored"));
+    assert_true(has_note("c.yaml:3: listen: port 1.5 is not a port 1..65535: ignored"));
+}
+
 static void
 test_groups(void **st)
 {
@@ -177,6 +189,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quoting),  cmocka_unit_test(test_chunk_lines),
         cmocka_unit_test(test_groups),   cmocka_unit_test(test_logic_rules),
+        cmocka_unit_test(test_listen_port_range),
         cmocka_unit_test(test_surge),    cmocka_unit_test(test_aliases),
         cmocka_unit_test(test_errors),
     };
