@@ -44,18 +44,13 @@ tun_wq_limit(struct tun *t, size_t bytes)
     size_t min = 16 * (WQ_HDR + t->bufsize);
     if (bytes < min)
         bytes = min;
-    if (t->wq_used != 0)
-        return -1;
-    /* With a writer both buffers take turns as the queue: each must hold
-     * wq_cap. */
-    if (t->writer != NULL && tun_writer_resize(t, bytes) != 0)
+    /* A writer's two buffers take turns as the queue; only the host
+     * endpoint, which has none, is resized. */
+    if (t->wq_used != 0 || t->writer != NULL)
         return -1;
     uint8_t *q = realloc(t->wq, bytes);
-    if (q == NULL) {
-        if (t->writer != NULL && bytes < t->wq_cap)
-            t->wq_cap = bytes; /* the spare shrank: both hold |bytes| */
+    if (q == NULL)
         return -1;
-    }
     t->wq = q;
     t->wq_cap = bytes;
     return 0;

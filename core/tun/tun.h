@@ -150,8 +150,9 @@ int tun_wq_ref_ok(const struct tun *t);
 /* Writes every queued packet to the device. */
 void tun_wq_flush(struct tun *t);
 /* Shrinks (or grows) the write queue to |bytes|, at least 16 packets of
- * the MTU (a memory_limit: it flushes sooner). Only while it is empty: 0,
- * or -1 and the queue stays. */
+ * the MTU (a memory_limit: it flushes sooner). Only while it is empty and
+ * on a device without a writer thread (the host endpoint): 0, or -1 and
+ * the queue stays. */
 int tun_wq_limit(struct tun *t, size_t bytes);
 size_t tun_wq_pending(const struct tun *t);
 

@@ -52,10 +52,9 @@ void tun_io_fini(struct tun *t);
  * a borrowed fd's owner may read it right after a flush). _take, from a
  * flush: waits for the previous buffer to be written, then hands the queue
  * over (1; t->wq is then the empty spare) or leaves it to be written
- * inline (0). _resize: the spare follows tun_wq_limit. */
+ * inline (0). */
 int tun_writer_start(struct tun *t);
 int tun_writer_take(struct tun *t);
-int tun_writer_resize(struct tun *t, size_t bytes);
 void tun_writer_stats(const struct tun *t, struct tun_stats *st);
 void tun_writer_stop(struct tun *t);
 

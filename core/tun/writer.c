@@ -149,19 +149,6 @@ tun_writer_take(struct tun *t)
     return take;
 }
 
-int
-tun_writer_resize(struct tun *t, size_t bytes)
-{
-    struct tun_writer *w = t->writer;
-    pthread_mutex_lock(&w->mu);
-    wait_idle(w);
-    uint8_t *s = realloc(w->spare, bytes);
-    if (s != NULL)
-        w->spare = s;
-    pthread_mutex_unlock(&w->mu);
-    return s != NULL ? 0 : -1;
-}
-
 void
 tun_writer_stats(const struct tun *t, struct tun_stats *st)
 {
