@@ -10,6 +10,7 @@
 #include "chute/chute.h"
 #include "dns/dns.h"
 #include "engine/engine.h"
+#include "engine/trim.h"
 #include "control/control.h"
 #include "log/log.h"
 #include "flow/flow.h"
@@ -94,6 +95,7 @@ cmd_run(int argc, char **argv)
     };
     struct chute_options o = {.handle_signals = 1};
     int c;
+    engine_mem_keep_top();
     optind = 2;
     while ((c = getopt_long(argc, argv, "l:f:h", opts, NULL)) != -1) {
         if (c == 'f') {

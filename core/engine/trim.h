@@ -25,4 +25,10 @@ extern const struct log_counter engine_mem_counters[];
 /* Fills |s| (mallinfo2: walks the free lists, so on demand only). */
 void engine_mem_stats(struct engine_mem_stats *s);
 
+/* For `chute run`, the process chute owns (an embedding host keeps its
+ * own allocator settings): free() gives memory back to the kernel only
+ * past ENGINE_TRIM_KEEP of free space at the heap's top. */
+#define ENGINE_TRIM_KEEP ((size_t)32 << 20)
+void engine_mem_keep_top(void);
+
 #endif

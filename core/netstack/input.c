@@ -69,11 +69,34 @@ half_open_low(const struct ip_view *v)
         tcp_setprio(pcb, NETSTACK_PRIO_HALF_OPEN);
 }
 
+/* The heap is full: out-of-order segments are let go of first, as lwIP's
+ * pbuf_free_ooseq does for its pool. A heap full of them (1,000 uploads
+ * each with a hole) holds out the retransmissions that would fill the
+ * holes and free them. Once per batch: a heap full of in-order data (slow
+ * upstreams) would otherwise cost a walk of every pcb per packet. */
+static struct pbuf *
+alloc_freeing_ooseq(size_t len)
+{
+    if (netstack.ooseq_walked)
+        return NULL;
+    netstack.ooseq_walked = 1;
+    uint64_t n = 0;
+    for (struct tcp_pcb *pcb = tcp_active_pcbs; pcb != NULL; pcb = pcb->next)
+        if (pcb->ooseq != NULL) {
+            tcp_free_ooseq(pcb);
+            n++;
+        }
+    netstack.st.ooseq_freed += n;
+    return n > 0 ? pbuf_alloc(PBUF_RAW, (u16_t)len, PBUF_RAM) : NULL;
+}
+
 void
 netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v)
 {
     struct netif *nif = &netstack.nif;
     struct pbuf *p = pbuf_alloc(PBUF_RAW, (u16_t)len, PBUF_RAM);
+    if (p == NULL)
+        p = alloc_freeing_ooseq(len);
     if (p == NULL) {
         netstack.st.rx_drops++; /* heap full: the peer retransmits */
         return;
@@ -134,6 +157,7 @@ netstack_tcp_input(const struct ip_view *v)
 void
 netstack_flush(void)
 {
+    netstack.ooseq_walked = 0;
     netstack_conn_output();
     netstack_tw_trim();
 }

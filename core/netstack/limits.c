@@ -1,4 +1,5 @@
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,13 +11,13 @@
 #include "log/log.h"
 #include "netstack/netstack_int.h"
 
-/* lwIP's sizes are build options (its pools and heap are static arrays,
- * checked with #if); netstack_set_limits lowers them at run time without
- * patching lwIP:
- *  - the heap: one block allocated at its tail and never touched makes
- *    the rest the whole heap (first fit hands out the lowest free block),
- *    so allocations past the cap fail as a full heap does (ERR_MEM, a
- *    dropped segment: recoverable) and the tail's pages stay untouched;
+/* lwIP's sizes are build options (its pools are static arrays, checked
+ * with #if); netstack_set_limits lowers them at run time without patching
+ * lwIP:
+ *  - the heap: lwIP's mem_malloc asks netstack_heap_malloc (lwipopts.h),
+ *    which refuses past the cap as a full heap does (ERR_MEM, a dropped
+ *    segment: recoverable). mem.c keeps lwip_stats.mem.used exact (it
+ *    stores each block's size in front of it);
  *  - a pool: its free list is rebuilt over its first N elements and the
  *    pages of the others are given back (memp_init touched them all:
  *    7 MiB of RSS at the build's sizes). Only a pool with nothing taken is
@@ -31,8 +32,7 @@ _Static_assert(NETSTACK_PBUFS_MAX == MEMP_NUM_PBUF, "NETSTACK_PBUFS_MAX");
 #define POOL_PBUF_POOL_SMALL 8 /* PBUF_POOL: nothing chute runs allocates from it */
 
 static struct netstack_limits want;
-static void *reserve;       /* the heap's tail, or NULL */
-static size_t reserve_used; /* what it adds to lwip_stats.mem.used */
+static size_t cap = MEM_SIZE;
 
 void
 netstack_set_limits(const struct netstack_limits *l)
@@ -40,40 +40,24 @@ netstack_set_limits(const struct netstack_limits *l)
     want = l != NULL ? *l : (struct netstack_limits){0};
 }
 
+void *
+netstack_heap_malloc(size_t n)
+{
+    if (n > cap || lwip_stats.mem.used > cap - n)
+        return NULL; /* mem.c counts the refusal in lwip_stats.mem.err */
+    return malloc(n);
+}
+
 size_t
 netstack_heap_used(void)
 {
-    size_t u = lwip_stats.mem.used;
-    return u > reserve_used ? u - reserve_used : 0;
+    return lwip_stats.mem.used;
 }
 
 size_t
 netstack_heap_cap(void)
 {
-    return MEM_SIZE - reserve_used;
-}
-
-static void
-set_reserve(size_t cap)
-{
-    if (reserve != NULL) {
-        if (netstack_heap_used() != 0)
-            return; /* something holds heap: keep the cap there is */
-        mem_free(reserve);
-        reserve = NULL;
-        reserve_used = 0;
-    }
-    if (cap == 0 || cap >= MEM_SIZE)
-        return;
-    /* The lowest |cap| bytes first, so the reserve lands above them. */
-    void *low = mem_malloc((mem_size_t)cap);
-    if (low == NULL)
-        return;
-    size_t before = lwip_stats.mem.used;
-    for (size_t want_len = MEM_SIZE - cap; reserve == NULL && want_len > 256; want_len -= 64)
-        reserve = mem_malloc((mem_size_t)(want_len - 64));
-    reserve_used = reserve != NULL ? lwip_stats.mem.used - before : 0;
-    mem_free(low);
+    return cap;
 }
 
 static void
@@ -103,7 +87,7 @@ size_pool(memp_t type, size_t n)
 void
 netstack_limits_apply(void)
 {
-    set_reserve(want.heap);
+    cap = want.heap != 0 && want.heap < MEM_SIZE ? want.heap : MEM_SIZE;
     size_pool(MEMP_TCP_PCB, want.pcbs);
     size_pool(MEMP_TCP_PCB_LISTEN, want.listeners);
     size_pool(MEMP_TCP_SEG, want.segs);

@@ -39,10 +39,19 @@
 #define LWIP_IPV6_SCOPES 0
 #define SO_REUSE 1
 
-/* Packet data lives in one bounded heap; pcbs, segments and ROM/REF pbufs in
- * fixed pools beside it (MEMP_MEM_MALLOC=1 would put them in the first-fit
- * heap and disable every pool limit). */
-#define MEM_LIBC_MALLOC 0
+/* Packet data comes from malloc under a byte cap (limits.c); pcbs, segments
+ * and ROM/REF pbufs from fixed pools beside it (MEMP_MEM_MALLOC=1 would put
+ * them in the heap and disable every pool limit). lwIP's own heap is first
+ * fit over a list of every block: with 1,000 uploads it held ~10,000
+ * blocks, and each allocation (a failing one walks them all) took 90% of
+ * chute's CPU. MEM_SIZE stays the cap's ceiling and sizes mem_size_t. */
+#define MEM_LIBC_MALLOC 1
+#define mem_clib_malloc netstack_heap_malloc
+#define mem_clib_free free
+#ifndef __ASSEMBLER__
+#include <stddef.h>
+void *netstack_heap_malloc(size_t n);
+#endif
 #define MEMP_MEM_MALLOC 0
 #define MEM_ALIGNMENT 8
 #define MEM_SIZE (16 * 1024 * 1024)

@@ -232,8 +232,7 @@ netstack_stats(struct netstack_stats *out)
 {
     *out = netstack.st;
     out->heap_used = netstack_heap_used();
-    size_t reserved = MEM_SIZE - netstack_heap_cap(); /* limits.c's tail block */
-    out->heap_max = lwip_stats.mem.max > reserved ? lwip_stats.mem.max - reserved : 0;
+    out->heap_max = lwip_stats.mem.max;
     out->heap_errors = lwip_stats.mem.err;
 }
 

@@ -50,11 +50,12 @@ struct netstack_handler {
     X(tw_trimmed, tw_trimmed)         /* TIME_WAIT pcbs ended early: over NETSTACK_TW_MAX */       \
     X(sniffed, sniffed)               /* flows named from their first bytes (SNI, Host) */         \
     X(rst_sent, rst_sent)             /* refused, unreachable, rejected */                         \
-    X(heap_used, heap_used)           /* bytes of lwIP's packet heap (MEM_SIZE) in use */          \
+    X(heap_used, heap_used)           /* bytes of lwIP's packet heap in use */                      \
     X(heap_max, heap_max)             /* the most heap_used has been */                            \
-    X(heap_size, heap_size)           /* the heap's size: MEM_SIZE */                              \
+    X(heap_size, heap_size)           /* the heap's cap: memory_limit's, else MEM_SIZE */           \
     X(heap_errors, heap_errors)       /* allocations the heap refused */                           \
     X(rx_drops, rx_drops)             /* segments dropped: no pbuf */                              \
+    X(ooseq_freed, ooseq_freed)       /* pcbs whose out-of-order queue a full heap took back */    \
     X(mem_pauses, mem_pauses)         /* times the global cap paused reads */                      \
     X(listeners, listeners)           /* ANY listeners (one per port) */                           \
     X(listener_fails, listener_fails) /* SYNs dropped: listener pool empty */

@@ -30,6 +30,7 @@ struct netstack {
     struct tcp_pcb **listeners; /* [65536], by destination port */
     struct ip_tuple_table *tuples;   /* TCP flows by 5-tuple */
     int mem_high;               /* the cap is in force */
+    int ooseq_walked;           /* this batch freed out-of-order queues once */
     struct netstack_stats st;
 };
 
