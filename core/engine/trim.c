@@ -17,8 +17,8 @@
  * offload many are 64 KiB, and glibc's default trims the top as soon as
  * 128 KiB of it is free. 8 flows through the TUN then ran 30% slower
  * (10.5 -> 7.3 Gbit/s): each burst faulted in the pages the last free had
- * given back. Up to two heap caps' worth stays; the trim above still gives
- * it back after a burst. */
+ * given back. Up to two heap caps' worth stays; the malloc_trim below
+ * still gives it back after a burst. */
 void
 engine_mem_keep_top(void)
 {
