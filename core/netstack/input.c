@@ -90,13 +90,35 @@ alloc_freeing_ooseq(size_t len)
     return n > 0 ? pbuf_alloc(PBUF_RAW, (u16_t)len, PBUF_RAM) : NULL;
 }
 
+/* lwIP 2.1.3's tcp_parseopt reads an option's length byte before it checks
+ * that byte is inside the options: a SYN whose last option byte is a kind
+ * reads one byte past the packet (ASan found it once the buffers came from
+ * malloc; in lwIP's own heap it read the next block's header). The buffer
+ * is allocated that much longer and trimmed to the packet: mem_trim keeps
+ * a malloc'd block whole, so the byte is ours, and zero. */
+#define PARSEOPT_SLACK 1
+
+static struct pbuf *
+alloc_segment(size_t len)
+{
+    /* A 64 KiB packet has no room for it in a u16, and needs none: it
+     * carries data past its options, which the stray read lands in. */
+    size_t slack = len + PARSEOPT_SLACK <= 0xffff ? PARSEOPT_SLACK : 0;
+    struct pbuf *p = pbuf_alloc(PBUF_RAW, (u16_t)(len + slack), PBUF_RAM);
+    if (p == NULL)
+        p = alloc_freeing_ooseq(len + slack);
+    if (p != NULL && slack > 0) {
+        memset((uint8_t *)p->payload + len, 0, slack);
+        pbuf_realloc(p, (u16_t)len);
+    }
+    return p;
+}
+
 void
 netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v)
 {
     struct netif *nif = &netstack.nif;
-    struct pbuf *p = pbuf_alloc(PBUF_RAW, (u16_t)len, PBUF_RAM);
-    if (p == NULL)
-        p = alloc_freeing_ooseq(len);
+    struct pbuf *p = alloc_segment(len);
     if (p == NULL) {
         netstack.st.rx_drops++; /* heap full: the peer retransmits */
         return;
