@@ -74,11 +74,11 @@ half_open_low(const struct ip_view *v)
  * each with a hole) holds out the retransmissions that would fill the
  * holes and free them. Once per batch: a heap full of in-order data (slow
  * upstreams) would otherwise cost a walk of every pcb per packet. */
-static struct pbuf *
-alloc_freeing_ooseq(size_t len)
+static int
+free_ooseq_once(void)
 {
     if (netstack.ooseq_walked)
-        return NULL;
+        return 0;
     netstack.ooseq_walked = 1;
     uint64_t n = 0;
     for (struct tcp_pcb *pcb = tcp_active_pcbs; pcb != NULL; pcb = pcb->next)
@@ -87,7 +87,7 @@ alloc_freeing_ooseq(size_t len)
             n++;
         }
     netstack.st.ooseq_freed += n;
-    return n > 0 ? pbuf_alloc(PBUF_RAW, (u16_t)len, PBUF_RAM) : NULL;
+    return n > 0;
 }
 
 /* lwIP 2.1.3's tcp_parseopt reads an option's length byte before it checks
@@ -105,8 +105,8 @@ alloc_segment(size_t len)
      * carries data past its options, which the stray read lands in. */
     size_t slack = len + PARSEOPT_SLACK <= 0xffff ? PARSEOPT_SLACK : 0;
     struct pbuf *p = pbuf_alloc(PBUF_RAW, (u16_t)(len + slack), PBUF_RAM);
-    if (p == NULL)
-        p = alloc_freeing_ooseq(len + slack);
+    if (p == NULL && free_ooseq_once())
+        p = pbuf_alloc(PBUF_RAW, (u16_t)(len + slack), PBUF_RAM);
     if (p != NULL && slack > 0) {
         memset((uint8_t *)p->payload + len, 0, slack);
         pbuf_realloc(p, (u16_t)len);
