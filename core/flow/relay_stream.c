@@ -266,20 +266,31 @@ down_took(struct flow_relay_stream *t, ssize_t w)
     return (ssize_t)took;
 }
 
-/* One read from the stream into a buffer all relays share, for a client
- * that said how much it takes whole (an lwIP connection copies it into its
- * send buffer): no buffer per relay. Bytes moved (>0), 0 when the relay
- * waits (the stream is drained, or the client took less: the rest is kept
- * in dbuf), -1 when it finished. */
+/* One read from the stream for a client that said how much it takes whole:
+ * into the client's own memory where it offers some (an lwIP connection's
+ * chunks, which its segments then point into: no copy), else into a buffer
+ * all relays share (the client copies it into its send buffer): no buffer
+ * per relay either way. Bytes moved (>0), 0 when the relay waits (the
+ * stream is drained, or the client took less: the rest is kept in dbuf),
+ * -1 when it finished. */
 static int
 pump_down_direct(struct flow_relay_stream *t, size_t room)
 {
     static char scratch[BUF_SIZE];
     size_t want = room < sizeof(scratch) ? room : sizeof(scratch);
-    ssize_t n = io_read(t->s, scratch, want);
-    if (n <= 0)
+    char *in = io_write_buf(t->c, &want);
+    if (in == NULL) {
+        in = scratch;
+        want = room < sizeof(scratch) ? room : sizeof(scratch);
+    }
+    ssize_t n = io_read(t->s, in, want);
+    if (n <= 0) {
+        if (in != scratch)
+            (void)io_write_commit(t->c, 0); /* the space goes back */
         return down_none(t, n);
-    ssize_t w = down_took(t, io_write(t->c, scratch, (size_t)n));
+    }
+    ssize_t w = down_took(t, in == scratch ? io_write(t->c, in, (size_t)n)
+                                           : io_write_commit(t->c, (size_t)n));
     if (w < 0)
         return -1;
     size_t took = (size_t)w;
@@ -294,7 +305,7 @@ pump_down_direct(struct flow_relay_stream *t, size_t room)
             t->dcap = (size_t)n - took;
             t->dleft = 1;
         }
-        memcpy(t->dbuf, scratch + took, (size_t)n - took);
+        memcpy(t->dbuf, in + took, (size_t)n - took);
         t->doff = 0;
         t->dlen = (size_t)n - took;
         io_read_stop(t->s);

@@ -74,6 +74,17 @@ struct io_stream_ops {
      * the other side into a shared buffer; 0 means on_drain comes first.
      * NULL: unknown. */
     size_t (*write_room)(struct io_stream *s);
+    /* Optional, for streams that keep what they take until the peer
+     * acknowledges it (an lwIP connection): a writer reads straight into
+     * the stream's own memory. write_buf returns where up to *len bytes
+     * may go (*len lowered to the space there), or NULL (none now: use
+     * writev); write_commit then takes the first |n| bytes put there,
+     * as writev would take them from a buffer (all, none: -1 with errno,
+     * EAGAIN when full); bytes not taken stay readable there until the
+     * next call on the stream. A commit of 0 (the read found nothing)
+     * gives the space back. NULL: writev only. */
+    void *(*write_buf)(struct io_stream *s, size_t *len);
+    ssize_t (*write_commit)(struct io_stream *s, size_t n);
 };
 
 struct io_stream {
@@ -166,6 +177,19 @@ static inline size_t
 io_write_room(struct io_stream *s)
 {
     return s->ops->write_room != NULL ? s->ops->write_room(s) : (size_t)-1;
+}
+
+/* NULL when the stream has no memory of its own to offer (see write_buf). */
+static inline void *
+io_write_buf(struct io_stream *s, size_t *len)
+{
+    return s->ops->write_buf != NULL ? s->ops->write_buf(s, len) : NULL;
+}
+
+static inline ssize_t
+io_write_commit(struct io_stream *s, size_t n)
+{
+    return s->ops->write_commit(s, n);
 }
 
 /* The socket at the bottom of a stack of streams (for getsockname and the

@@ -111,6 +111,18 @@ px_write_room(struct io_stream *s)
     return io_write_room(s->inner);
 }
 
+static void *
+px_write_buf(struct io_stream *s, size_t *len)
+{
+    return io_write_buf(s->inner, len);
+}
+
+static ssize_t
+px_write_commit(struct io_stream *s, size_t n)
+{
+    return io_write_commit(s->inner, n);
+}
+
 static const struct io_stream_ops prefix_ops = {
     .name = "prefix",
     .read = px_read,
@@ -120,6 +132,8 @@ static const struct io_stream_ops prefix_ops = {
     .read_stop = px_read_stop,
     .close = px_close,
     .write_room = px_write_room,
+    .write_buf = px_write_buf,
+    .write_commit = px_write_commit,
 };
 
 struct io_stream *

@@ -33,6 +33,7 @@ enum cstate { C_HELD, C_HANDSHAKE, C_OPEN };
 #define SYN_MAX 128 /* IPv6 header + TCP header with every option */
 #define WRITE_MAX 0xFFFF /* tcp_write takes a u16_t length */
 #define ROOM_MIN 2048    /* heap room worth a write (below: wait as at the cap) */
+#define BULK_MIN 16384   /* a write this large: the stream is a download (chunks) */
 
 struct netstack_conn {
     struct ip_tuple_node node; /* first: the tuple table's node is the conn */
@@ -49,6 +50,13 @@ struct netstack_conn {
     unsigned client_eof : 1, shut : 1, reading : 1, want_drain : 1, paused_mem : 1;
     unsigned in_cb : 1, dead : 1, progress : 1; /* inside an owner's callback; closed there */
     unsigned ack_owed : 1; /* the ACK lwIP wanted to send now goes at the batch's end */
+    unsigned unlinked : 1; /* closed by its owner, kept for |lpcb| alone */
+    unsigned bulk : 1;     /* a large write since all was acknowledged: chunks */
+    struct netstack_tx tx; /* the chunks lwIP's segments point into (txbuf.c) */
+    /* The pcb lwIP finishes alone (closed, or both directions ended) while
+     * its segments still point into tx's chunks: its sent and err
+     * callbacks stay, to let go of them. */
+    struct tcp_pcb *lpcb;
     struct netstack_conn *prev, *next;   /* every conn, for shutdown and memory resume */
     struct netstack_conn *oprev, *onext; /* on the output list: written this batch */
     uint16_t syn_len;
@@ -87,10 +95,13 @@ out_unlink(struct netstack_conn *c)
     c->onext = c->oprev = NULL;
 }
 
-/* Frees |c|; its pcb must be detached or gone already. */
+/* Frees |c|; its pcb must be detached, gone or lingering (then |c| stays,
+ * out of every list, until lwIP is done with the chunks). */
 static void
 conn_free(struct netstack_conn *c)
 {
+    if (c->unlinked)
+        return;
     ev_timer_stop(loop(), &c->hs_timer);
     io_soon_cancel(loop(), &c->rd_kick);
     io_soon_cancel(loop(), &c->wr_kick);
@@ -102,7 +113,43 @@ conn_free(struct netstack_conn *c)
     c->prev->next = c->next;
     c->next->prev = c->prev;
     netstack.st.conns_active--;
+    if (c->lpcb != NULL) {
+        c->unlinked = 1;
+        return;
+    }
+    netstack_tx_drop(&c->tx);
     free(c);
+}
+
+/* Leaves |pcb| to lwIP; while its segments point into chunks, its sent
+ * and err callbacks stay (|c| lingers) to let go of them. */
+static void
+let_go(struct netstack_conn *c, struct tcp_pcb *pcb)
+{
+    netstack_tx_acked(&c->tx, 0); /* an empty tail chunk needs no ACK */
+    if (c->tx.head == NULL) {
+        tcp_arg(pcb, NULL);
+        tcp_sent(pcb, NULL);
+        tcp_err(pcb, NULL);
+    } else {
+        c->lpcb = pcb;
+    }
+    tcp_recv(pcb, NULL);
+}
+
+/* The lingering pcb needs |c| no more (all acknowledged, or gone). */
+static void
+linger_end(struct netstack_conn *c, int gone)
+{
+    if (!gone) {
+        tcp_arg(c->lpcb, NULL);
+        tcp_sent(c->lpcb, NULL);
+        tcp_err(c->lpcb, NULL);
+    }
+    c->lpcb = NULL;
+    netstack_tx_drop(&c->tx);
+    if (c->unlinked)
+        free(c);
 }
 
 static void
@@ -151,7 +198,7 @@ static void
 release_ended(struct netstack_conn *c)
 {
     if (c->shut && c->client_eof && c->pcb != NULL) {
-        detach_pcb(c);
+        let_go(c, c->pcb);
         c->pcb = NULL;
     }
 }
@@ -215,6 +262,14 @@ static err_t
 on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
 {
     struct netstack_conn *c = arg;
+    netstack_tx_acked(&c->tx, len);
+    if (c->tx.head == NULL && c->pcb != NULL && c->pcb->unacked == NULL && c->pcb->unsent == NULL)
+        c->bulk = 0; /* all acknowledged: the download paused, or ended */
+    if (c->lpcb != NULL) {
+        if (c->tx.head == NULL)
+            linger_end(c, 0);
+        return ERR_OK;
+    }
     if (c->want_drain && !c->paused_mem)
         io_soon_arm(loop(), &c->wr_kick);
     return ERR_OK;
@@ -224,6 +279,11 @@ static void
 on_err(void *arg, err_t err)
 {
     struct netstack_conn *c = arg;
+    if (c->lpcb != NULL) { /* lwIP has freed it, and its segments */
+        linger_end(c, 1);
+        return;
+    }
+    netstack_tx_drop(&c->tx);
     c->pcb = NULL; /* lwIP has freed it already */
     c->err = ECONNRESET;
     if (c->state != C_OPEN) { /* accepted by lwIP, not yet handed over */
@@ -433,6 +493,9 @@ st_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
                 room = 0;
                 break;
             }
+            netstack_tx_queued(&c->tx, k, 0);
+            if (k >= BULK_MIN)
+                c->bulk = 1;
             p += k;
             left -= k;
             total += k;
@@ -448,6 +511,55 @@ st_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
         return -1;
     }
     return (ssize_t)total;
+}
+
+/* The next bytes go into a chunk lwIP's segments then point into: no copy.
+ * Only for a download (a large write since all was last acknowledged: a
+ * 64 KiB chunk for a few bytes would weigh on the heap cap for an RTT), no more than writev would
+ * take now, and no more than the queue has pbufs for (two per segment:
+ * its header and the bytes). */
+static void *
+st_write_buf(struct io_stream *s, size_t *len)
+{
+    struct netstack_conn *c = CONN(s);
+    if (c->err != 0 || c->pcb == NULL || c->shut || !c->bulk)
+        return NULL;
+    size_t room = st_write_room(s);
+    if (room == (size_t)-1 || room == 0)
+        return NULL;
+    size_t q = TCP_SND_QUEUELEN - 4 - tcp_sndqueuelen(c->pcb);
+    size_t segs = q / 2 > 0 ? q / 2 - 1 : 0, mss = tcp_mss(c->pcb) > 0 ? tcp_mss(c->pcb) : 536;
+    if (room > segs * mss)
+        room = segs * mss;
+    if (room > WRITE_MAX)
+        room = WRITE_MAX;
+    if (*len > room)
+        *len = room;
+    return *len > 0 ? netstack_tx_space(&c->tx, len, room) : NULL;
+}
+
+static ssize_t
+st_write_commit(struct io_stream *s, size_t n)
+{
+    struct netstack_conn *c = CONN(s);
+    if (c->err != 0 || c->pcb == NULL || c->shut) {
+        errno = c->err ? c->err : EPIPE;
+        return -1;
+    }
+    if (n == 0) { /* the read found nothing: an idle connection keeps no chunk */
+        netstack_tx_unused(&c->tx);
+        return 0;
+    }
+    size_t len = n;
+    const uint8_t *at = netstack_tx_space(&c->tx, &len, 0);
+    if (at == NULL || len < n || tcp_write(c->pcb, at, (u16_t)n, 0) != ERR_OK) {
+        c->want_drain = 1;
+        errno = EAGAIN;
+        return -1;
+    }
+    netstack_tx_queued(&c->tx, n, 1);
+    want_output(c);
+    return (ssize_t)n;
 }
 
 static int
@@ -485,6 +597,17 @@ st_read_stop(struct io_stream *s)
     io_soon_cancel(loop(), &c->rd_kick);
 }
 
+/* tcp_close would free |pcb| itself (with a RST when the client's bytes
+ * were not all taken, tcp_close_shutdown's test): then chute aborts it,
+ * the same RST, and knows the segments are gone. */
+static int
+close_resets(const struct tcp_pcb *pcb)
+{
+    if (pcb->state == ESTABLISHED || pcb->state == CLOSE_WAIT)
+        return pcb->refused_data != NULL || pcb->rcv_wnd != TCP_WND_MAX(pcb);
+    return pcb->state == CLOSED || pcb->state == LISTEN || pcb->state == SYN_SENT;
+}
+
 /* With |reset| the client gets a RST; otherwise lwIP finishes sending what
  * is queued, then FIN, on its own. */
 static void
@@ -492,15 +615,27 @@ st_close(struct io_stream *s, int reset)
 {
     struct netstack_conn *c = CONN(s);
     if (c->pcb != NULL) {
+        struct tcp_pcb *pcb = c->pcb;
         detach_pcb(c);
-        tcp_poll(c->pcb, NULL, 0);
+        tcp_poll(pcb, NULL, 0);
         /* tcp_close resets, dropping what is unsent, unless the application
          * took all it received: bytes consumed under the heap cap count. */
         if (!reset)
             give_window(c);
-        if (reset || tcp_close(c->pcb) != ERR_OK)
-            tcp_abort(c->pcb);
         c->pcb = NULL;
+        if (reset || close_resets(pcb)) {
+            tcp_abort(pcb);
+        } else {
+            tcp_arg(pcb, c); /* let_go keeps what the chunks need */
+            tcp_sent(pcb, on_sent);
+            tcp_err(pcb, on_err);
+            let_go(c, pcb);
+            if (tcp_close(pcb) != ERR_OK) {
+                c->lpcb = NULL; /* the abort frees the segments: no callback */
+                tcp_err(pcb, NULL);
+                tcp_abort(pcb);
+            }
+        }
     }
     c->reading = 0;
     c->s.on_readable = c->s.on_drain = NULL;
@@ -521,6 +656,8 @@ static const struct io_stream_ops lwip_ops = {
     .peek = st_peek,
     .consume = st_consume,
     .write_room = st_write_room,
+    .write_buf = st_write_buf,
+    .write_commit = st_write_commit,
 };
 
 /* ---- the batch ---------------------------------------------------------- */

@@ -180,6 +180,7 @@ void
 netstack_flush(void)
 {
     netstack.ooseq_walked = 0;
+    netstack_tx_reap();
     netstack_conn_output();
     netstack_tw_trim();
 }

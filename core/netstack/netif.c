@@ -208,6 +208,7 @@ netstack_fini(void)
     /* What lwIP queued (the RSTs above) leaves now, and the segments the
      * queue references go back to lwIP before it is let go. */
     tun_wq_flush(netstack.tun);
+    netstack_tx_reap();
     netif_remove(&netstack.nif);
     free(netstack.listeners);
     ip_tuple_table_free(netstack.tuples);

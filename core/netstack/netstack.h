@@ -56,6 +56,7 @@ struct netstack_handler {
     X(heap_errors, heap_errors)       /* allocations the heap refused */                           \
     X(rx_drops, rx_drops)             /* segments dropped: no pbuf */                              \
     X(ooseq_freed, ooseq_freed)       /* pcbs whose out-of-order queue a full heap took back */    \
+    X(tx_nocopy, tx_nocopy)           /* bytes read into chunks lwIP sends from (no copy) */       \
     X(mem_pauses, mem_pauses)         /* times the global cap paused reads */                      \
     X(listeners, listeners)           /* ANY listeners (one per port) */                           \
     X(listener_fails, listener_fails) /* SYNs dropped: listener pool empty */

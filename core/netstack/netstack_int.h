@@ -57,6 +57,26 @@ void netstack_conn_output(void);
 /* Sends a RST answering |v| (a segment chute will not take). */
 void netstack_send_rst(const struct ip_view *v);
 
+/* txbuf.c: a connection's chunks that lwIP's segments reference (no copy). */
+struct netstack_tx_chunk;
+struct netstack_tx {
+    struct netstack_tx_chunk *head, *tail;
+    uint64_t queued, acked; /* bytes given to tcp_write (copied or not); reported acked */
+};
+/* Where up to *len (lowered to the space) bytes for the next tcp_write may
+ * be put, or NULL (then copy): a new chunk only for |budget| worth one. */
+uint8_t *netstack_tx_space(struct netstack_tx *tx, size_t *len, size_t budget);
+/* tcp_write took |n| bytes: from the space given (|in_tail|) or copied. */
+void netstack_tx_queued(struct netstack_tx *tx, size_t n, int in_tail);
+/* lwIP's sent callback: lets go of the chunks acknowledged. */
+void netstack_tx_acked(struct netstack_tx *tx, size_t n);
+/* Frees the tail chunk when nothing was put in it (the read found none). */
+void netstack_tx_unused(struct netstack_tx *tx);
+/* lwIP dropped the segments (abort, reset): lets go of every chunk. */
+void netstack_tx_drop(struct netstack_tx *tx);
+/* Frees the chunks let go once the TUN queue no longer points into them. */
+void netstack_tx_reap(void);
+
 /* timewait.c: keeps the newest NETSTACK_TW_MAX TIME_WAIT pcbs (each pass). */
 void netstack_tw_trim(void);
 /* Ends a TIME_WAIT pcb on the 4-tuple of |v|, a new SYN's. */

@@ -192,3 +192,9 @@ tun_wq_pending(const struct tun *t)
 {
     return t->wq_count;
 }
+
+uint64_t
+tun_wq_flushes(const struct tun *t)
+{
+    return t->st.wq_flushes;
+}

@@ -155,6 +155,9 @@ void tun_wq_flush(struct tun *t);
  * the queue stays. */
 int tun_wq_limit(struct tun *t, size_t bytes);
 size_t tun_wq_pending(const struct tun *t);
+/* Flushes that wrote out a non-empty queue so far: a payload tun_wq_ref
+ * queued before the count moved past a value is released by then. */
+uint64_t tun_wq_flushes(const struct tun *t);
 
 void tun_stats(const struct tun *t, struct tun_stats *out);
 

@@ -1530,6 +1530,161 @@ test_init_once(void **state)
 }
 
 /* Each test with its own netstack. */
+/* ---- no-copy writes (txbuf.c) ------------------------------------------- */
+
+/* Puts the pattern from |off| into what io_write_buf offers (at most
+ * |want|) and commits it; returns the bytes committed (0: nothing offered). */
+static size_t
+write_nocopy(struct client *c, size_t off, size_t want)
+{
+    size_t len = want;
+    uint8_t *at = io_write_buf(c->s, &len);
+    if (at == NULL)
+        return 0;
+    assert_true(len > 0 && len <= want);
+    fill_pat(at, off, len);
+    assert_int_equal(io_write_commit(c->s, len), (ssize_t)len);
+    return len;
+}
+
+/* Takes every segment lwIP sent so far as lost: the client sees none. */
+static void
+lose_all(void)
+{
+    flush_out();
+    for (size_t i = 0; i < q.n; i++)
+        q.taken[i] = 1;
+}
+
+/* A connection with 20000 bytes of the pattern written, not yet read: one
+ * large write, so the stream is a download until all is acknowledged. */
+static struct client *
+download_client(uint16_t sport)
+{
+    struct client *c = new_client(4, sport, 80);
+    uint8_t out[20000];
+
+    connect_client(c);
+    size_t len = 4096;
+    assert_null(io_write_buf(c->s, &len)); /* nothing large yet: copies */
+    fill_pat(out, 0, sizeof(out));
+    assert_int_equal(io_write(c->s, out, sizeof(out)), (ssize_t)sizeof(out));
+    return c;
+}
+
+/* After a large write the next bytes go into chunks lwIP sends from: they
+ * arrive intact, and once all is acknowledged the open connection holds
+ * no chunk (the heap is where it started). */
+static void
+test_nocopy_download(void **state)
+{
+    size_t total = 400000, off = 20000, got = 0;
+    uint8_t *in = malloc(total);
+
+    assert_non_null(in);
+    struct client *c = download_client(40090);
+    uint64_t nocopy0 = stats().tx_nocopy;
+    for (int rounds = 0; got < total && rounds < 10000; rounds++) {
+        if (off < total)
+            off += write_nocopy(c, off, total - off);
+        got += recv_into(c, in + got, total - got, 1);
+        spin();
+    }
+    assert_int_equal(got, total);
+    check_pat(in, 0, total);
+    assert_int_equal(stats().tx_nocopy - nocopy0, total - 20000);
+    flush_out();
+    flush_out(); /* chunks let go while the queue held packets: freed now */
+    assert_int_equal(lwip_stats.mem.used, F.heap_base);
+    /* All acknowledged: the next write is copied again, until a large one. */
+    size_t len = 4096;
+    assert_null(io_write_buf(c->s, &len));
+    uint8_t big[20000] = {0};
+    assert_int_equal(io_write(c->s, big, sizeof(big)), (ssize_t)sizeof(big));
+    recv_into(c, NULL, 0, 0);
+    /* An empty offer given back (the read found nothing) is freed at once. */
+    size_t used = lwip_stats.mem.used;
+    assert_non_null(io_write_buf(c->s, &len));
+    assert_true(lwip_stats.mem.used > used);
+    assert_int_equal(io_write_commit(c->s, 0), 0);
+    assert_int_equal(lwip_stats.mem.used, used);
+    free(in);
+}
+
+/* close(0) with chunk bytes lost on the way: lwIP retransmits them from
+ * the chunks after the stream is gone, then FIN; the chunks go with the
+ * last ACK and the pcb no longer points at chute. */
+static void
+test_nocopy_close_then_retransmit(void **state)
+{
+    size_t want = 50000, off = 20000, got = 0;
+    uint8_t *in = malloc(want);
+
+    assert_non_null(in);
+    struct client *c = download_client(40091);
+    while (off < want) {
+        size_t n = write_nocopy(c, off, want - off);
+        assert_true(n > 0);
+        off += n;
+    }
+    lose_all();
+    io_close(c->s, 0);
+    c->s = NULL;
+    assert_int_equal(stats().conns_active, 0);
+    /* Chunks freed too early would be reused here (and read as 0xAA below;
+     * ASan says use-after-free). */
+    void *reuse[4];
+    for (int i = 0; i < 4; i++) {
+        reuse[i] = malloc(65536);
+        assert_non_null(reuse[i]);
+        memset(reuse[i], 0xAA, 65536);
+    }
+    for (int i = 0; i < 200 && !c->fin_in; i++) {
+        tcp_tmr(); /* the retransmission timer */
+        got += recv_into(c, in + got, want - got, 1);
+    }
+    assert_true(c->fin_in);
+    assert_false(c->rst_in);
+    assert_int_equal(got, want);
+    check_pat(in, 0, got);
+    for (int i = 0; i < 4; i++)
+        free(reuse[i]);
+    send_seg(c, TCP_ACK | TCP_FIN, NULL, 0);
+    flush_out();
+    flush_out();
+    assert_int_equal(lwip_stats.mem.used, F.heap_base);
+    free(in);
+}
+
+/* A client RST while chunk bytes are in flight, the stream open or
+ * already closed: lwIP drops its segments and chute the chunks. */
+static void
+test_nocopy_reset_drops_chunks(void **state)
+{
+    uint8_t b[8];
+    for (int closed = 0; closed < 2; closed++) {
+        struct client *c = download_client((uint16_t)(40092 + closed));
+        assert_true(write_nocopy(c, 20000, 30000) > 0);
+        lose_all();
+        if (closed) {
+            io_close(c->s, 0);
+            c->s = NULL;
+        }
+        assert_true(lwip_stats.mem.used > F.heap_base);
+        send_seg(c, TCP_RST, NULL, 0);
+        spin();
+        if (!closed) {
+            assert_int_equal(io_read(c->s, b, sizeof(b)), -1);
+            assert_int_equal(errno, ECONNRESET);
+            io_close(c->s, 0);
+            c->s = NULL;
+        }
+        flush_out();
+        flush_out();
+        assert_int_equal(lwip_stats.mem.used, F.heap_base);
+    }
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 
 int
@@ -1560,6 +1715,9 @@ main(void)
         T(test_time_wait_expiry_under_open_stream),
         T(test_clean_end_is_not_a_reset),
         T(test_time_wait_reused),
+        T(test_nocopy_download),
+        T(test_nocopy_close_then_retransmit),
+        T(test_nocopy_reset_drops_chunks),
         T(test_init_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
