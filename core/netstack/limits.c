@@ -40,18 +40,36 @@ netstack_set_limits(const struct netstack_limits *l)
     want = l != NULL ? *l : (struct netstack_limits){0};
 }
 
+static size_t peak; /* of lwIP's blocks and the chunks together */
+
 void *
 netstack_heap_malloc(size_t n)
 {
-    if (n > cap || lwip_stats.mem.used > cap - n)
+    size_t used = netstack_heap_used();
+    if (n > cap || used > cap - n)
         return NULL; /* mem.c counts the refusal in lwip_stats.mem.err */
+    if (used + n > peak)
+        peak = used + n;
     return malloc(n);
 }
 
 size_t
 netstack_heap_used(void)
 {
-    return lwip_stats.mem.used;
+    return lwip_stats.mem.used + netstack_tx_bytes();
+}
+
+void
+netstack_heap_note_peak(void)
+{
+    if (netstack_heap_used() > peak)
+        peak = netstack_heap_used();
+}
+
+size_t
+netstack_heap_max(void)
+{
+    return peak > lwip_stats.mem.max ? peak : lwip_stats.mem.max;
 }
 
 size_t

@@ -233,7 +233,7 @@ netstack_stats(struct netstack_stats *out)
 {
     *out = netstack.st;
     out->heap_used = netstack_heap_used();
-    out->heap_max = lwip_stats.mem.max;
+    out->heap_max = netstack_heap_max();
     out->heap_errors = lwip_stats.mem.err;
 }
 

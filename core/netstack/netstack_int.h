@@ -38,7 +38,9 @@ extern struct netstack netstack;
 
 /* limits.c: the heap's size and use under netstack_set_limits' cap. */
 size_t netstack_heap_cap(void);
-size_t netstack_heap_used(void);
+size_t netstack_heap_used(void);  /* lwIP's blocks and txbuf.c's chunks */
+size_t netstack_heap_max(void);   /* the most netstack_heap_used has been */
+void netstack_heap_note_peak(void); /* after taking a chunk */
 void netstack_limits_apply(void); /* after lwip_init, with nothing open */
 
 /* input.c: injects a (copied) IP packet into tcp_input. */
@@ -57,12 +59,22 @@ void netstack_conn_output(void);
 /* Sends a RST answering |v| (a segment chute will not take). */
 void netstack_send_rst(const struct ip_view *v);
 
-/* txbuf.c: a connection's chunks that lwIP's segments reference (no copy). */
+/* txbuf.c: a download's chunks that lwIP's segments reference (no copy). */
 struct netstack_tx_chunk;
 struct netstack_tx {
     struct netstack_tx_chunk *head, *tail;
     uint64_t queued, acked; /* bytes given to tcp_write (copied or not); reported acked */
+    /* The pcb lwIP finishes alone (closed, or both directions ended) while
+     * its segments still point into the chunks: its sent and err callbacks
+     * stay, to let go of them. */
+    struct tcp_pcb *lpcb;
 };
+/* A ledger for |pcb| from now on: what its queues hold counts as queued
+ * (lwIP's sent callback reports each of those segments whole). NULL when
+ * out of memory. */
+struct netstack_tx *netstack_tx_new(const struct tcp_pcb *pcb);
+/* Lets go of every chunk (lwIP dropped the segments) and frees |tx|. */
+void netstack_tx_free(struct netstack_tx *tx);
 /* Where up to *len (lowered to the space) bytes for the next tcp_write may
  * be put, or NULL (then copy): a new chunk only for |budget| worth one. */
 uint8_t *netstack_tx_space(struct netstack_tx *tx, size_t *len, size_t budget);
@@ -72,10 +84,10 @@ void netstack_tx_queued(struct netstack_tx *tx, size_t n, int in_tail);
 void netstack_tx_acked(struct netstack_tx *tx, size_t n);
 /* Frees the tail chunk when nothing was put in it (the read found none). */
 void netstack_tx_unused(struct netstack_tx *tx);
-/* lwIP dropped the segments (abort, reset): lets go of every chunk. */
-void netstack_tx_drop(struct netstack_tx *tx);
 /* Frees the chunks let go once the TUN queue no longer points into them. */
 void netstack_tx_reap(void);
+/* Bytes of chunks taken (netstack_heap_used counts them). */
+size_t netstack_tx_bytes(void);
 
 /* timewait.c: keeps the newest NETSTACK_TW_MAX TIME_WAIT pcbs (each pass). */
 void netstack_tw_trim(void);

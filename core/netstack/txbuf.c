@@ -1,7 +1,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "lwip/mem.h"
+#include "lwip/priv/tcp_priv.h"
 
 #include "netstack/netstack_int.h"
 #include "tun/tun.h"
@@ -18,8 +18,8 @@
  * Past that no segment points into the chunk, but a packet already in the
  * TUN write queue may still (a retransmission queued before the ACK came
  * in the same batch): the chunk is freed once the queue has been written
- * out since. Chunks come from lwIP's heap (mem_malloc), so they count
- * under its cap like the pbufs they replace. */
+ * out since. Chunks count under lwIP's heap cap like the pbufs they
+ * replace (netstack_heap_used). */
 
 #define CHUNK_SIZE (64 * 1024)
 #define SPACE_MIN (8 * 1024) /* a tail with less is full: the next one begins */
@@ -32,13 +32,38 @@ struct netstack_tx_chunk {
 };
 
 static struct netstack_tx_chunk *released, **released_tail = &released;
+static size_t in_use; /* bytes of chunks taken: under the heap cap */
+
+static void
+chunk_free(struct netstack_tx_chunk *k)
+{
+    in_use -= CHUNK_SIZE;
+    free(k);
+}
+
+static struct netstack_tx_chunk *
+chunk_new(void)
+{
+    struct netstack_tx_chunk *k = malloc(CHUNK_SIZE);
+    if (k == NULL)
+        return NULL;
+    in_use += CHUNK_SIZE;
+    netstack_heap_note_peak();
+    return k;
+}
+
+size_t
+netstack_tx_bytes(void)
+{
+    return in_use;
+}
 
 static void
 chunk_release(struct netstack_tx_chunk *k)
 {
     struct tun *t = netstack.tun;
     if (t == NULL || tun_wq_pending(t) == 0) {
-        mem_free(k);
+        chunk_free(k);
         return;
     }
     k->end = tun_wq_flushes(t);
@@ -55,7 +80,7 @@ netstack_tx_reap(void)
     while (released != NULL && (flushes > released->end || t == NULL || tun_wq_pending(t) == 0)) {
         struct netstack_tx_chunk *k = released;
         released = k->next;
-        mem_free(k);
+        chunk_free(k);
     }
     if (released == NULL)
         released_tail = &released;
@@ -68,10 +93,8 @@ netstack_tx_space(struct netstack_tx *tx, size_t *len, size_t budget)
     if (k == NULL || k->cap - k->used < SPACE_MIN) {
         /* A new chunk only for a read worth it, and only where the heap has
          * it below the cap: otherwise the caller copies, as before. */
-        if (budget < SPACE_MIN || netstack_heap_used() + CHUNK_SIZE > NETSTACK_MEM_HIGH)
-            return NULL;
-        k = mem_malloc((mem_size_t)CHUNK_SIZE);
-        if (k == NULL)
+        if (budget < SPACE_MIN || netstack_heap_used() + CHUNK_SIZE > NETSTACK_MEM_HIGH ||
+            (k = chunk_new()) == NULL)
             return NULL;
         k->next = NULL;
         k->end = tx->queued;
@@ -134,17 +157,36 @@ netstack_tx_unused(struct netstack_tx *tx)
             p = p->next;
         tx->tail = p;
     }
-    mem_free(k); /* nothing of it was ever given to lwIP */
+    chunk_free(k); /* nothing of it was ever given to lwIP */
+}
+
+static uint64_t
+seg_bytes(const struct tcp_seg *g)
+{
+    uint64_t n = 0;
+    for (; g != NULL; g = g->next)
+        n += g->len;
+    return n;
+}
+
+struct netstack_tx *
+netstack_tx_new(const struct tcp_pcb *pcb)
+{
+    struct netstack_tx *tx = calloc(1, sizeof(*tx));
+    if (tx != NULL)
+        tx->queued = seg_bytes(pcb->unacked) + seg_bytes(pcb->unsent);
+    return tx;
 }
 
 void
-netstack_tx_drop(struct netstack_tx *tx)
+netstack_tx_free(struct netstack_tx *tx)
 {
+    if (tx == NULL)
+        return;
     while (tx->head != NULL) {
         struct netstack_tx_chunk *k = tx->head;
         tx->head = k->next;
         chunk_release(k);
     }
-    tx->tail = NULL;
-    tx->acked = tx->queued;
+    free(tx);
 }
