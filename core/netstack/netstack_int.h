@@ -54,6 +54,11 @@ void netstack_conn_syn(const struct ip_view *v, const struct ip_tuple *k, uint32
 err_t netstack_conn_accepted(void *arg, struct tcp_pcb *pcb, err_t err);
 void netstack_conn_resume_all(void);
 void netstack_conn_abort_all(void);
+/* The smallest MSS whose downloads go out from chunks (no copy: with
+ * MTU-sized segments it saved nothing measurable); a test on an MTU-sized
+ * path lowers it. */
+#define NETSTACK_NOCOPY_MSS 16384
+void netstack_conn_nocopy_mss(unsigned mss);
 /* Runs tcp_output for the connections written to since the last call. */
 void netstack_conn_output(void);
 /* Sends a RST answering |v| (a segment chute will not take). */

@@ -629,6 +629,7 @@ setup(void **state)
             F.memp_base[i] = memp_used(i);
     }
     assert_int_equal(lwip_stats.mem.used, F.heap_base);
+    netstack_conn_nocopy_mss(NETSTACK_NOCOPY_MSS);
     return 0;
 }
 
@@ -1565,6 +1566,7 @@ download_client(uint16_t sport)
     struct client *c = new_client(4, sport, 80);
     uint8_t out[20000];
 
+    netstack_conn_nocopy_mss(0); /* as with offload; setup puts it back */
     connect_client(c);
     size_t len = 4096;
     assert_null(io_write_buf(c->s, &len)); /* nothing large yet: copies */
