@@ -550,7 +550,8 @@ static void *
 st_write_buf(struct io_stream *s, size_t *len)
 {
     struct netstack_conn *c = CONN(s);
-    if (c->err != 0 || c->pcb == NULL || c->shut || c->tx == NULL || (unsigned)tcp_mss(c->pcb) < seg_nocopy)
+    if (c->err != 0 || c->pcb == NULL || c->shut || c->tx == NULL ||
+        (unsigned)tcp_mss(c->pcb) < seg_nocopy)
         return NULL;
     size_t room = st_write_room(s);
     if (room == (size_t)-1 || room == 0)

@@ -24,12 +24,16 @@ secs=$(elapsed "$t0")
 say "1 GiB through the TUN in ${secs}s ($(awk -v s="$secs" 'BEGIN { printf "%.0f", 8192 / s }') Mbit/s)"
 assert_eq "$SHA_BIG" "$got" "the 1 GiB download's sha256"
 
-check "the download was read into lwIP's chunks, not copied into its pbufs"
-stats_read
-say "tx_nocopy=$S_tx_nocopy of $BIG_SIZE bytes, heap_used=$S_heap_used"
-# All but the first reads (a download is known by its first large write).
-[ "$S_tx_nocopy" -ge $((BIG_SIZE / 100 * 99)) ] ||
-    fail "tx_nocopy=$S_tx_nocopy: the no-copy path did not carry 99% of the download"
+# With offload (the default) lwIP's 64 KiB segments are sent from the
+# chunks the download was read into; MTU-sized ones copy (netstack/txbuf.c).
+if [[ ${TUN_EXTRA:-} != *"offload = false"* ]] && [ -z "${CHUTE_VIA_HOST:-}" ]; then
+    check "the download was read into lwIP's chunks, not copied into its pbufs"
+    stats_read
+    say "tx_nocopy=$S_tx_nocopy of $BIG_SIZE bytes, heap_used=$S_heap_used"
+    # All but the first reads (a download is known by its first large write).
+    [ "$S_tx_nocopy" -ge $((BIG_SIZE / 100 * 99)) ] ||
+        fail "tx_nocopy=$S_tx_nocopy: the no-copy path did not carry 99% of the download"
+fi
 
 check "the download's flow line shows down >= 1 GiB"
 wait_log "-> $SRV4:$HTTP_PORT .* down=[0-9]{10,} " 10 || fail "no flow line with a 10-digit down= for the download"
