@@ -73,6 +73,8 @@ struct netstack_conn {
 
 static struct netstack_conn all = {.prev = &all, .next = &all};
 static struct netstack_conn outq = {.oprev = &outq, .onext = &outq};
+/* Closed connections whose pcb still sends from their chunks (prev/next). */
+static struct netstack_conn lingerq = {.prev = &lingerq, .next = &lingerq};
 
 #define CONN(s) ((struct netstack_conn *)((char *)(s) - offsetof(struct netstack_conn, s)))
 
@@ -129,6 +131,10 @@ conn_free(struct netstack_conn *c)
     netstack.st.conns_active--;
     if (lingers(c)) {
         c->unlinked = 1;
+        c->next = lingerq.next;
+        c->prev = &lingerq;
+        lingerq.next->prev = c;
+        lingerq.next = c;
         return;
     }
     netstack_tx_free(c->tx); /* its pcb is detached or gone: so are the segments */
@@ -167,8 +173,11 @@ linger_end(struct netstack_conn *c, int gone)
     }
     netstack_tx_free(c->tx);
     c->tx = NULL;
-    if (c->unlinked)
+    if (c->unlinked) {
+        c->prev->next = c->next;
+        c->next->prev = c->prev;
         free(c);
+    }
 }
 
 static void
@@ -745,6 +754,14 @@ netstack_conn_abort_all(void)
             tcp_abort(c->pcb);
         }
         conn_free(c);
+    }
+    /* And the pcbs still sending from chunks: lwIP outlives the netstack,
+     * and nothing of chute may stay behind in its pcbs. */
+    while (lingerq.next != &lingerq) {
+        struct netstack_conn *c = lingerq.next;
+        struct tcp_pcb *pcb = c->tx->lpcb;
+        linger_end(c, 0);
+        tcp_abort(pcb);
     }
 }
 

@@ -1688,6 +1688,20 @@ test_nocopy_reset_drops_chunks(void **state)
     }
 }
 
+/* The netstack stops while a closed connection's pcb still sends from its
+ * chunks: the teardown finds no pcb pointing at chute and every chunk
+ * freed (netstack_fini aborts it). */
+static void
+test_nocopy_linger_at_fini(void **state)
+{
+    struct client *c = download_client(40094);
+    assert_true(write_nocopy(c, 20000, 30000) > 0);
+    lose_all();
+    io_close(c->s, 0);
+    c->s = NULL;
+    assert_true(netstack_tx_bytes() > 0); /* lingering, unacknowledged */
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
 
 int
@@ -1721,6 +1735,7 @@ main(void)
         T(test_nocopy_download),
         T(test_nocopy_close_then_retransmit),
         T(test_nocopy_reset_drops_chunks),
+        T(test_nocopy_linger_at_fini),
         T(test_init_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
