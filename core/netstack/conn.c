@@ -84,15 +84,22 @@ loop(void)
     return netstack.loop;
 }
 
+/* |pcb| no longer calls back into chute (its receive callback aside). */
+static void
+forget_pcb(struct tcp_pcb *pcb)
+{
+    tcp_arg(pcb, NULL);
+    tcp_sent(pcb, NULL);
+    tcp_err(pcb, NULL);
+}
+
 static void
 detach_pcb(struct netstack_conn *c)
 {
     if (c->pcb == NULL)
         return;
-    tcp_arg(c->pcb, NULL);
     tcp_recv(c->pcb, NULL);
-    tcp_sent(c->pcb, NULL);
-    tcp_err(c->pcb, NULL);
+    forget_pcb(c->pcb);
 }
 
 static void
@@ -156,21 +163,15 @@ let_go(struct netstack_conn *c, struct tcp_pcb *pcb)
         netstack_tx_free(c->tx);
         c->tx = NULL;
     }
-    tcp_arg(pcb, NULL);
-    tcp_sent(pcb, NULL);
-    tcp_err(pcb, NULL);
+    forget_pcb(pcb);
 }
 
 /* The lingering pcb needs |c| no more (all acknowledged, or gone). */
 static void
 linger_end(struct netstack_conn *c, int gone)
 {
-    struct tcp_pcb *pcb = c->tx->lpcb;
-    if (!gone) {
-        tcp_arg(pcb, NULL);
-        tcp_sent(pcb, NULL);
-        tcp_err(pcb, NULL);
-    }
+    if (!gone)
+        forget_pcb(c->tx->lpcb);
     netstack_tx_free(c->tx);
     c->tx = NULL;
     if (c->unlinked) {
