@@ -76,8 +76,10 @@ void
 netstack_tx_reap(void)
 {
     struct tun *t = netstack.tun;
-    uint64_t flushes = t != NULL ? tun_wq_flushes(t) : UINT64_MAX;
-    while (released != NULL && (flushes > released->end || t == NULL || tun_wq_pending(t) == 0)) {
+    /* No queue, or an empty one: nothing points into them any more. */
+    int none = t == NULL || tun_wq_pending(t) == 0;
+    uint64_t flushes = t != NULL ? tun_wq_flushes(t) : 0;
+    while (released != NULL && (none || flushes > released->end)) {
         struct netstack_tx_chunk *k = released;
         released = k->next;
         chunk_free(k);
