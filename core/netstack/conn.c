@@ -60,6 +60,7 @@ struct netstack_conn {
     unsigned in_cb : 1, dead : 1, progress : 1; /* inside an owner's callback; closed there */
     unsigned ack_owed : 1; /* the ACK lwIP wanted to send now goes at the batch's end */
     unsigned unlinked : 1; /* closed by its owner, kept for tx->lpcb alone */
+    unsigned bulk : 1;     /* has been a download: after a pause, chunks at once */
     /* A download's chunks (txbuf.c), from a large write until all is
      * acknowledged; NULL otherwise. Here, not inline: 8 more bytes than
      * the struct had moved it to another malloc size class, and 16,000
@@ -287,6 +288,17 @@ on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
     return ERR_OK;
 }
 
+/* A ledger with no chunk and nothing in lwIP's queues goes: an idle
+ * connection keeps neither. */
+static void
+tx_drop_idle(struct netstack_conn *c, const struct tcp_pcb *pcb)
+{
+    if (c->tx->head == NULL && pcb->unacked == NULL && pcb->unsent == NULL) {
+        netstack_tx_free(c->tx);
+        c->tx = NULL;
+    }
+}
+
 static err_t
 on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
 {
@@ -298,10 +310,7 @@ on_sent(void *arg, struct tcp_pcb *pcb, u16_t len)
                 linger_end(c, 0);
             return ERR_OK;
         }
-        if (c->tx->head == NULL && pcb->unacked == NULL && pcb->unsent == NULL) {
-            netstack_tx_free(c->tx); /* all acknowledged: the download paused, or ended */
-            c->tx = NULL;
-        }
+        tx_drop_idle(c, pcb); /* all acknowledged: the download paused, or ended */
     }
     if (c->want_drain && !c->paused_mem)
         io_soon_arm(loop(), &c->wr_kick);
@@ -530,7 +539,7 @@ st_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
             if (c->tx != NULL)
                 netstack_tx_queued(c->tx, k, 0);
             else if (k >= BULK_MIN && (unsigned)tcp_mss(c->pcb) >= seg_nocopy)
-                c->tx = netstack_tx_new(c->pcb); /* NULL (no memory): copies go on */
+                c->bulk = (c->tx = netstack_tx_new(c->pcb)) != NULL; /* NULL: copies go on */
             p += k;
             left -= k;
             total += k;
@@ -549,8 +558,11 @@ st_writev(struct io_stream *s, const struct iovec *iov, int iovcnt)
 }
 
 /* The next bytes go into a chunk lwIP's segments then point into: no copy.
- * Only for a download (a large write since all was last acknowledged: a
- * 64 KiB chunk for a few bytes would weigh on the heap cap for an RTT)
+ * Only for a download (a large write once, the ledger taken again at once
+ * after each pause: a client slower than the origin empties the queue
+ * hundreds of times a GiB, and copying the first write after each was 4%
+ * of a download under load; a 64 KiB chunk for a few bytes of a stream
+ * that never was one would weigh on the heap cap for an RTT)
  * in large segments (offload: with MTU-sized ones each segment takes a
  * second pbuf for its header and saves a 1460-byte copy; measured no
  * faster, 4,600-5,000 CPU-ms per GB either way), no more than writev
@@ -560,7 +572,7 @@ static void *
 st_write_buf(struct io_stream *s, size_t *len)
 {
     struct netstack_conn *c = CONN(s);
-    if (c->err != 0 || c->pcb == NULL || c->shut || c->tx == NULL ||
+    if (c->err != 0 || c->pcb == NULL || c->shut || (c->tx == NULL && !c->bulk) ||
         (unsigned)tcp_mss(c->pcb) < seg_nocopy)
         return NULL;
     size_t room = st_write_room(s);
@@ -574,7 +586,12 @@ st_write_buf(struct io_stream *s, size_t *len)
         room = WRITE_MAX;
     if (*len > room)
         *len = room;
-    return *len > 0 ? netstack_tx_space(c->tx, len, room) : NULL;
+    if (*len == 0 || (c->tx == NULL && (c->tx = netstack_tx_new(c->pcb)) == NULL))
+        return NULL;
+    void *at = netstack_tx_space(c->tx, len, room);
+    if (at == NULL)
+        tx_drop_idle(c, c->pcb); /* the caller copies; the ledger it took goes */
+    return at;
 }
 
 static ssize_t
@@ -587,6 +604,7 @@ st_write_commit(struct io_stream *s, size_t n)
     }
     if (n == 0) { /* the read found nothing: an idle connection keeps no chunk */
         netstack_tx_unused(c->tx);
+        tx_drop_idle(c, c->pcb);
         return 0;
     }
     size_t len = n;
