@@ -118,12 +118,14 @@ void
 netstack_inject(const uint8_t *pkt, size_t len, const struct ip_view *v)
 {
     struct netif *nif = &netstack.nif;
-    struct pbuf *p = alloc_segment(len);
+    struct pbuf *p = netstack_rx_adopt(pkt, len, v);
     if (p == NULL) {
-        netstack.st.rx_drops++; /* heap full: the peer retransmits */
-        return;
+        if ((p = alloc_segment(len)) == NULL) {
+            netstack.st.rx_drops++; /* heap full: the peer retransmits */
+            return;
+        }
+        memcpy(p->payload, pkt, len);
     }
-    memcpy(p->payload, pkt, len);
     if ((v->tcp_flags & (TCP_SYN | TCP_ACK)) == TCP_SYN && netstack_listen(v->dport) != 0) {
         pbuf_free(p);
         return;

@@ -56,7 +56,7 @@ netstack_heap_malloc(size_t n)
 size_t
 netstack_heap_used(void)
 {
-    return lwip_stats.mem.used + netstack_tx_bytes();
+    return lwip_stats.mem.used + netstack_tx_bytes() + netstack_rx_bytes();
 }
 
 void

@@ -54,6 +54,8 @@
 void *netstack_heap_malloc(size_t n);
 #endif
 #define MEMP_MEM_MALLOC 0
+/* rxbuf.c: a large packet read from the TUN is lwIP's pbuf where it lies. */
+#define LWIP_SUPPORT_CUSTOM_PBUF 1
 #define MEM_ALIGNMENT 8
 #define MEM_SIZE (16 * 1024 * 1024)
 #define MEMP_NUM_TCP_PCB 8192

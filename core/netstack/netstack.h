@@ -57,6 +57,7 @@ struct netstack_handler {
     X(rx_drops, rx_drops)             /* segments dropped: no pbuf */                              \
     X(ooseq_freed, ooseq_freed)       /* pcbs whose out-of-order queue a full heap took back */    \
     X(tx_nocopy, tx_nocopy)           /* bytes read into chunks lwIP sends from (no copy) */       \
+    X(rx_nocopy, rx_nocopy)           /* bytes lwIP took where the TUN read them (no copy) */      \
     X(mem_pauses, mem_pauses)         /* times the global cap paused reads */                      \
     X(listeners, listeners)           /* ANY listeners (one per port) */                           \
     X(listener_fails, listener_fails) /* SYNs dropped: listener pool empty */

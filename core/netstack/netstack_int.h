@@ -38,7 +38,7 @@ extern struct netstack netstack;
 
 /* limits.c: the heap's size and use under netstack_set_limits' cap. */
 size_t netstack_heap_cap(void);
-size_t netstack_heap_used(void);  /* lwIP's blocks and txbuf.c's chunks */
+size_t netstack_heap_used(void);  /* lwIP's blocks, txbuf.c's chunks, rxbuf.c's buffers */
 size_t netstack_heap_max(void);   /* the most netstack_heap_used has been */
 void netstack_heap_note_peak(void); /* after taking a chunk */
 void netstack_limits_apply(void); /* after lwip_init, with nothing open */
@@ -93,6 +93,13 @@ void netstack_tx_unused(struct netstack_tx *tx);
 void netstack_tx_reap(void);
 /* Bytes of chunks taken (netstack_heap_used counts them). */
 size_t netstack_tx_bytes(void);
+
+/* rxbuf.c: a large TCP packet as a pbuf where the TUN read it (no copy),
+ * or NULL (then copy): too small, a SYN, not from the last batch, or over
+ * the heap cap. */
+struct pbuf *netstack_rx_adopt(const uint8_t *pkt, size_t len, const struct ip_view *v);
+/* Bytes of the TUN's buffers lwIP holds (netstack_heap_used counts them). */
+size_t netstack_rx_bytes(void);
 
 /* timewait.c: keeps the newest NETSTACK_TW_MAX TIME_WAIT pcbs (each pass). */
 void netstack_tw_trim(void);

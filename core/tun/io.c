@@ -28,14 +28,23 @@ tun_io_init(struct tun *t, int batch)
     t->batch = batch < 1 ? 1 : batch > TUN_BATCH_MAX ? TUN_BATCH_MAX : batch;
     t->maxpkt = t->vnet ? 65535 : (size_t)t->mtu;
     t->bufsize = t->maxpkt + vhdr(t);
-    /* Each read slot starts 6 bytes into a 64-byte aligned stride, so the IP
-     * header after a 10-byte virtio header lands on a 16-byte boundary. */
-    t->stride = (t->bufsize + RD_SKEW + 63) & ~(size_t)63;
-    /* The host endpoint's batches point into its queue (host.c). */
-    t->rbuf = t->host ? NULL : aligned_alloc(64, t->stride * (size_t)t->batch);
+    /* Each read slot starts 6 bytes into a 64-byte aligned buffer, so the IP
+     * header after a 10-byte virtio header lands on a 16-byte boundary; the
+     * buffer ends with TUN_SLOT_SPARE bytes for whoever takes it. */
+    t->rd_off = t->vnet ? RD_SKEW : 0;
+    t->stride = (t->bufsize + t->rd_off + 63) & ~(size_t)63;
     t->wq_cap = WQ_MIN > 16 * t->bufsize ? WQ_MIN : 16 * t->bufsize;
     t->wq = malloc(t->wq_cap);
-    return (t->rbuf || t->host) && t->wq ? 0 : -1;
+    if (t->wq == NULL)
+        return -1;
+    if (t->host) /* its batches point into its queue (host.c) */
+        return 0;
+    if ((t->slot = calloc((size_t)t->batch, sizeof(*t->slot))) == NULL)
+        return -1;
+    for (int i = 0; i < t->batch; i++)
+        if ((t->slot[i] = aligned_alloc(64, t->stride + TUN_SLOT_SPARE)) == NULL)
+            return -1;
+    return 0;
 }
 
 int
@@ -67,7 +76,9 @@ tun_io_fini(struct tun *t)
             tun_wq_ref_drop(t->wq + off + WQ_HDR);
         off += WQ_HDR + (l & ~TUN_WQ_REF);
     }
-    free(t->rbuf);
+    for (int i = 0; t->slot != NULL && i < t->batch; i++)
+        free(t->slot[i]);
+    free(t->slot);
     free(t->wq);
 }
 
@@ -76,9 +87,9 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
 {
     if (t->host != NULL)
         return tun_host_read(t, b);
-    b->n = 0;
+    b->n = t->nread = 0;
     while (b->n < (size_t)t->batch) {
-        uint8_t *p = t->rbuf + b->n * t->stride + (t->vnet ? RD_SKEW : 0);
+        uint8_t *p = t->slot[b->n] + t->rd_off;
         ssize_t n = read(t->fd, p, t->bufsize);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
@@ -101,7 +112,30 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
         t->st.pkts_in += b->n;
         t->st.batches++;
     }
+    t->nread = b->n;
     return (int)b->n;
+}
+
+int
+tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s)
+{
+    size_t size = t->stride + TUN_SLOT_SPARE;
+    if (t->slot == NULL || size > budget)
+        return -1;
+    const uint8_t *at = pkt - t->rd_off - vhdr(t);
+    for (size_t i = 0; i < t->nread; i++) {
+        if (at != t->slot[i])
+            continue;
+        uint8_t *fresh = aligned_alloc(64, size);
+        if (fresh == NULL)
+            return -1;
+        s->base = t->slot[i];
+        s->spare = t->slot[i] + t->stride;
+        s->size = size;
+        t->slot[i] = fresh;
+        return 0;
+    }
+    return -1;
 }
 
 uint8_t *

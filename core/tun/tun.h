@@ -125,6 +125,20 @@ const char *tun_name(const struct tun *t);
  * valid until the next call. */
 int tun_read_batch(struct tun *t, struct tun_batch *b);
 
+/* Packet |pkt| of the last batch stays where the device read it: its buffer
+ * (|size| bytes from |base|, the last TUN_SLOT_SPARE of them, at |spare|,
+ * free for the taker's bookkeeping) is the caller's from now on, to free()
+ * when done, and the device reads into a new one. -1, and the packet stays
+ * the device's, when |pkt| is no packet of the last batch (or was taken),
+ * on the host endpoint, when the buffer is over |budget| bytes or without
+ * memory. */
+#define TUN_SLOT_SPARE 64
+struct tun_slot {
+    void *base, *spare;
+    size_t size;
+};
+int tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s);
+
 /* Reserves |len| bytes for one packet in the write queue (flushing first if
  * it is full) and returns where to build it; NULL if |len| exceeds the MTU
  * (64 KiB with offload). tun_wq_commit queues it. Packets leave in order. */

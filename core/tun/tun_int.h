@@ -19,9 +19,11 @@ struct tun {
     uint32_t fwmark;
     struct ip_cidr *exclude;
     size_t num_exclude;
-    /* Read side: |batch| buffers of |bufsize| bytes, |stride| apart. */
-    uint8_t *rbuf;
-    size_t bufsize, stride;
+    /* Read side: |batch| buffers of |stride| bytes (the packet at |rd_off|,
+     * up to |bufsize| with its virtio header), each its own allocation so
+     * tun_take can give one away; |nread| of them hold the last batch. */
+    uint8_t **slot;
+    size_t bufsize, stride, rd_off, nread;
     /* Write queue: packets packed back to back as [u32 length][bytes]. */
     uint8_t *wq;
     size_t wq_cap, wq_used, wq_count;

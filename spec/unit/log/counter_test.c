@@ -171,9 +171,12 @@ prometheus(char *buf, size_t len, const char *module, const struct log_counter *
            const void *stats)
 {
     size_t off = 0;
-    for (const struct log_counter *c = t; c->key != NULL; c++)
+    for (const struct log_counter *c = t; c->key != NULL; c++) {
         off += (size_t)snprintf(buf + off, len - off, "chute_%s_%s %llu\n", module, c->key,
                                 (unsigned long long)log_counter_value(c, stats));
+        if (off >= len)
+            fail_msg("%s: %zu bytes of counters, past the buffer's %zu", module, off, len);
+    }
     return off;
 }
 
@@ -181,7 +184,7 @@ static void
 test_json_and_prometheus(void **state)
 {
     struct outbound_set_stats os = {.checks = 12, .check_failures = 3, .switches = 1};
-    char buf[512];
+    char buf[2048];
     json(buf, sizeof(buf), outbound_set_counters, &os);
     assert_string_equal(buf, "{\"health_checks\":12,\"health_failures\":3,\"group_switches\":1,"
                              "\"proxy_silent\":0}");

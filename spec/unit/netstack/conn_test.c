@@ -113,6 +113,7 @@ static struct {
     int in_input; /* inside netstack_tcp_input */
     int based;
     size_t heap_base, memp_base[MEMP_MAX];
+    int tun_mtu; /* the TUN's (setup_big_tun: packets of offload's size); lwIP's is MTU */
 } F;
 
 static struct client clients[MAX_CLIENTS];
@@ -617,7 +618,7 @@ setup(void **state)
     setsockopt(sp[1], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
     F.fd = sp[0];
     F.peer = sp[1];
-    F.tun = tun_attach_fd(F.fd, MTU, 64);
+    F.tun = tun_attach_fd(F.fd, F.tun_mtu ? F.tun_mtu : MTU, 64);
     assert_non_null(F.tun);
     assert_false(tun_offload(F.tun));
     if (netstack_init(F.loop, &handler, F.tun, MTU, err, sizeof(err)) != 0)
@@ -663,6 +664,7 @@ teardown(void **state)
     assert_null(tcp_listen_pcbs.listen_pcbs);
     assert_int_equal(lwip_stats.mem.used, F.heap_base);
     assert_int_equal(netstack_tx_bytes(), 0); /* no chunk outlives its connection */
+    assert_int_equal(netstack_rx_bytes(), 0); /* nor a TUN buffer lwIP took */
     assert_int_equal(memp_used(MEMP_TCP_PCB), F.memp_base[MEMP_TCP_PCB]);
     assert_int_equal(memp_used(MEMP_TCP_PCB_LISTEN), F.memp_base[MEMP_TCP_PCB_LISTEN]);
     assert_int_equal(memp_used(MEMP_TCP_SEG), F.memp_base[MEMP_TCP_SEG]);
@@ -673,7 +675,17 @@ teardown(void **state)
     close(F.fd);
     close(F.peer);
     ev_loop_destroy(F.loop);
+    F.tun_mtu = 0;
     return 0;
+}
+
+/* The TUN takes packets of up to 64 KiB (as with offload); lwIP's MTU and
+ * the client's MSS stay MTU. */
+static int
+setup_big_tun(void **state)
+{
+    F.tun_mtu = 65535;
+    return setup(state);
 }
 
 /* ---- 1. the held SYN ----------------------------------------------------- */
@@ -1708,7 +1720,85 @@ test_nocopy_linger_at_fini(void **state)
     assert_true(netstack_tx_bytes() > 0); /* lingering, unacknowledged */
 }
 
+/* The engine's data path for what the client sends: into the TUN, read
+ * back as a batch, each packet parsed and handed to lwIP where it lies. */
+static void
+send_via_tun(struct client *c, const void *data, size_t len)
+{
+    struct tun_batch b;
+    struct ip_view v;
+    size_t n = build(inbuf, c, TCP_ACK | TCP_PSH, c->snd_nxt, c->rcv_nxt, NULL, 0, data, len);
+    assert_int_equal(send(F.peer, inbuf, n, 0), (ssize_t)n);
+    c->snd_nxt += (uint32_t)len;
+    assert_int_equal(tun_read_batch(F.tun, &b), 1);
+    assert_int_equal(ip_view_parse(&v, b.data[0], b.len[0]), IP_OK);
+    F.in_input = 1;
+    netstack_tcp_input(&v);
+    F.in_input = 0;
+}
+
+/* An offloaded packet's bytes stay where the TUN read them: lwIP's pbuf is
+ * that buffer, the relay reads it intact, and it goes back to the heap
+ * once read. A packet of an MTU's size is copied, as before. */
+static void
+test_rx_nocopy_upload(void **state)
+{
+    static uint8_t data[40000], buf[40000];
+    struct client *c = new_client(4, 40095, 80);
+    connect_client(c);
+    fill_pat(data, 0, sizeof(data));
+    uint64_t nocopy0 = stats().rx_nocopy;
+
+    send_via_tun(c, data, 30000);
+    assert_int_equal(stats().rx_nocopy - nocopy0, 30000);
+    assert_true(netstack_rx_bytes() >= 30000); /* held whole, under the heap cap */
+    assert_true(netstack_heap_used() >= F.heap_base + netstack_rx_bytes());
+    /* Read where the first was: a device that had kept that buffer would
+     * overwrite what lwIP holds (check_pat below). */
+    send_via_tun(c, data + 30000, 1000); /* small: copied */
+    assert_int_equal(stats().rx_nocopy - nocopy0, 30000);
+
+    spin();
+    size_t got = 0;
+    ssize_t n;
+    while ((n = io_read(c->s, buf + got, sizeof(buf) - got)) > 0)
+        got += (size_t)n;
+    assert_int_equal(got, 31000);
+    check_pat(buf, 0, 31000);
+    assert_int_equal(netstack_rx_bytes(), 0);
+    assert_int_equal(netstack_heap_used(), F.heap_base);
+
+    /* Read into a new buffer: the next packet arrives as intact. */
+    send_via_tun(c, data + 31000, 9000);
+    spin();
+    assert_int_equal(io_read(c->s, buf, sizeof(buf)), 9000);
+    check_pat(buf, 31000, 9000);
+}
+
+/* A packet that is not the last batch's (the SYN chute keeps, a test's
+ * buffer) is not the TUN's to give: tun_take says no and it is copied. */
+static void
+test_rx_take_only_batch_packets(void **state)
+{
+    struct tun_slot sl;
+    uint8_t other[64] = {0};
+    assert_int_equal(tun_take(F.tun, other + 16, SIZE_MAX, &sl), -1);
+    struct client *c = new_client(4, 40096, 80);
+    connect_client(c);
+    static uint8_t data[20000];
+    size_t n = build(inbuf, c, TCP_ACK | TCP_PSH, c->snd_nxt, c->rcv_nxt, NULL, 0, data, sizeof(data));
+    assert_int_equal(send(F.peer, inbuf, n, 0), (ssize_t)n);
+    struct tun_batch b;
+    assert_int_equal(tun_read_batch(F.tun, &b), 1);
+    assert_int_equal(tun_take(F.tun, b.data[0], 1000, &sl), -1); /* over the budget */
+    assert_int_equal(tun_take(F.tun, b.data[0], SIZE_MAX, &sl), 0);
+    assert_true(sl.size > n && (uint8_t *)sl.spare + TUN_SLOT_SPARE == (uint8_t *)sl.base + sl.size);
+    assert_int_equal(tun_take(F.tun, b.data[0], SIZE_MAX, &sl), -1); /* taken already */
+    free(sl.base);
+}
+
 #define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
+#define T_BIG(test) cmocka_unit_test_setup_teardown(test, setup_big_tun, teardown)
 
 int
 main(void)
@@ -1742,6 +1832,8 @@ main(void)
         T(test_nocopy_close_then_retransmit),
         T(test_nocopy_reset_drops_chunks),
         T(test_nocopy_linger_at_fini),
+        T_BIG(test_rx_nocopy_upload),
+        T_BIG(test_rx_take_only_batch_packets),
         T(test_init_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
