@@ -80,6 +80,9 @@ tun_io_fini(struct tun *t)
         free(t->slot[i]);
     free(t->slot);
     free(t->wq);
+    t->slot = NULL;
+    t->wq = NULL;
+    t->nread = 0;
 }
 
 int
