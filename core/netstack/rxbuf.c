@@ -58,6 +58,7 @@ netstack_rx_adopt(const uint8_t *pkt, size_t len, const struct ip_view *v)
     netstack.st.rx_nocopy += v->payload_len;
     /* PBUF_REF: lwIP may move the payload pointer inside it, never
      * mem_trim it. The packet has data past its options, so lwIP's
-     * tcp_parseopt overread (input.c) lands in it. */
+     * tcp_parseopt overread (input.c) lands in it. It cannot fail: the
+     * payload is the whole length, at offset 0. */
     return pbuf_alloced_custom(PBUF_RAW, (u16_t)len, PBUF_REF, &r->pc, (void *)pkt, (u16_t)len);
 }

@@ -125,9 +125,9 @@ tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s)
     size_t size = t->stride + TUN_SLOT_SPARE;
     if (t->slot == NULL || size > budget)
         return -1;
-    const uint8_t *at = pkt - t->rd_off - vhdr(t);
+    size_t off = t->rd_off + vhdr(t);
     for (size_t i = 0; i < t->nread; i++) {
-        if (at != t->slot[i])
+        if (pkt != t->slot[i] + off)
             continue;
         uint8_t *fresh = aligned_alloc(64, size);
         if (fresh == NULL)
