@@ -61,6 +61,7 @@ struct netstack_conn {
     unsigned ack_owed : 1; /* the ACK lwIP wanted to send now goes at the batch's end */
     unsigned unlinked : 1; /* closed by its owner, kept for tx->lpcb alone */
     unsigned bulk : 1;     /* has been a download: after a pause, chunks at once */
+    unsigned resumed : 1;  /* the ledger was taken again after a pause, no commit yet */
     /* A download's chunks (txbuf.c), from a large write until all is
      * acknowledged; NULL otherwise. Here, not inline: 8 more bytes than
      * the struct had moved it to another malloc size class, and 16,000
@@ -586,8 +587,13 @@ st_write_buf(struct io_stream *s, size_t *len)
         room = WRITE_MAX;
     if (*len > room)
         *len = room;
-    if (*len == 0 || (c->tx == NULL && (c->tx = netstack_tx_new(c->pcb)) == NULL))
+    if (*len == 0)
         return NULL;
+    if (c->tx == NULL) {
+        if ((c->tx = netstack_tx_new(c->pcb)) == NULL)
+            return NULL;
+        c->resumed = 1;
+    }
     void *at = netstack_tx_space(c->tx, len, room);
     if (at == NULL)
         tx_drop_idle(c, c->pcb); /* the caller copies; the ledger it took goes */
@@ -607,6 +613,13 @@ st_write_commit(struct io_stream *s, size_t n)
         tx_drop_idle(c, c->pcb);
         return 0;
     }
+    /* A download that resumes with a trickle (a peer that sends 1 KiB at
+     * a time) is one no more: a ledger and a 64 KiB chunk taken and let go
+     * for each few bytes cost more than their copy. A large write makes
+     * it one again. */
+    if (c->resumed && n < BULK_MIN / 2)
+        c->bulk = 0;
+    c->resumed = 0;
     size_t len = n;
     const uint8_t *at = netstack_tx_space(c->tx, &len, 0);
     if (at == NULL || len < n || tcp_write(c->pcb, at, (u16_t)n, 0) != ERR_OK) {
