@@ -44,10 +44,11 @@ slot_free(struct pbuf *p)
 struct pbuf *
 netstack_rx_adopt(const uint8_t *pkt, size_t len, const struct ip_view *v)
 {
+    if (v->payload_len < ADOPT_MIN || (v->tcp_flags & TCP_SYN) || netstack.tun == NULL)
+        return NULL;
     size_t used = netstack_heap_used(), cap = netstack_heap_cap();
     struct tun_slot s;
-    if (netstack.tun == NULL || v->payload_len < ADOPT_MIN || (v->tcp_flags & TCP_SYN) ||
-        used >= cap || tun_take(netstack.tun, pkt, cap - used, &s) != 0)
+    if (used >= cap || tun_take(netstack.tun, pkt, cap - used, &s) != 0)
         return NULL;
     struct rx_slot *r = s.spare;
     r->pc.custom_free_function = slot_free;
