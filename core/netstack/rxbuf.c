@@ -38,7 +38,7 @@ slot_free(struct pbuf *p)
 {
     struct rx_slot *r = (struct rx_slot *)p;
     in_use -= r->size;
-    free(r->base);
+    tun_give_back(netstack.tun, r->base, r->size); /* NULL after netstack_fini: freed */
 }
 
 struct pbuf *

@@ -80,6 +80,12 @@ tun_io_fini(struct tun *t)
         free(t->slot[i]);
     free(t->slot);
     free(t->wq);
+    while (t->spare != NULL) {
+        void *next = *(void **)t->spare;
+        free(t->spare);
+        t->spare = next;
+    }
+    t->nspare = 0;
     t->slot = NULL;
     t->wq = NULL;
     t->nread = 0;
@@ -129,9 +135,13 @@ tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s)
     for (size_t i = 0; i < t->nread; i++) {
         if (pkt != t->slot[i] + off)
             continue;
-        uint8_t *fresh = aligned_alloc(64, size);
-        if (fresh == NULL)
+        uint8_t *fresh = t->spare;
+        if (fresh != NULL) {
+            t->spare = *(void **)fresh;
+            t->nspare--;
+        } else if ((fresh = aligned_alloc(64, size)) == NULL) {
             return -1;
+        }
         s->base = t->slot[i];
         s->spare = t->slot[i] + t->stride;
         s->size = size;
@@ -139,6 +149,19 @@ tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s)
         return 0;
     }
     return -1;
+}
+
+void
+tun_give_back(struct tun *t, void *base, size_t size)
+{
+    if (t == NULL || t->slot == NULL || size != t->stride + TUN_SLOT_SPARE ||
+        t->nspare >= (size_t)t->batch) {
+        free(base);
+        return;
+    }
+    *(void **)base = t->spare;
+    t->spare = base;
+    t->nspare++;
 }
 
 uint8_t *

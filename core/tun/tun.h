@@ -138,6 +138,11 @@ struct tun_slot {
     size_t size;
 };
 int tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s);
+/* A taken buffer back to |t| (NULL: the device is gone), which reads into it
+ * again before it asks malloc for another (a download holds a window's worth
+ * of them, each taken and freed in turn); freed when |t| has enough, or the
+ * size is not its buffers'. */
+void tun_give_back(struct tun *t, void *base, size_t size);
 
 /* Reserves |len| bytes for one packet in the write queue (flushing first if
  * it is full) and returns where to build it; NULL if |len| exceeds the MTU

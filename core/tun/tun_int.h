@@ -24,6 +24,10 @@ struct tun {
      * tun_take can give one away; |nread| of them hold the last batch. */
     uint8_t **slot;
     size_t bufsize, stride, rd_off, nread;
+    /* Buffers given back (tun_give_back), reused before malloc is asked:
+     * a list through their first bytes, at most |batch| of them. */
+    void *spare;
+    size_t nspare;
     /* Write queue: packets packed back to back as [u32 length][bytes]. */
     uint8_t *wq;
     size_t wq_cap, wq_used, wq_count;

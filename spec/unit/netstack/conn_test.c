@@ -1738,7 +1738,7 @@ test_nocopy_linger_at_fini(void **state)
 
 /* The engine's data path for what the client sends: into the TUN, read
  * back as a batch, each packet parsed and handed to lwIP where it lies. */
-static void
+static const uint8_t *
 send_via_tun(struct client *c, const void *data, size_t len)
 {
     struct tun_batch b;
@@ -1751,6 +1751,7 @@ send_via_tun(struct client *c, const void *data, size_t len)
     F.in_input = 1;
     netstack_tcp_input(&v);
     F.in_input = 0;
+    return b.data[0];
 }
 
 /* An offloaded packet's bytes stay where the TUN read them: lwIP's pbuf is
@@ -1759,13 +1760,13 @@ send_via_tun(struct client *c, const void *data, size_t len)
 static void
 test_rx_nocopy_upload(void **state)
 {
-    static uint8_t data[40000], buf[40000];
+    static uint8_t data[70000], buf[40000];
     struct client *c = new_client(4, 40095, 80);
     connect_client(c);
     fill_pat(data, 0, sizeof(data));
     uint64_t nocopy0 = stats().rx_nocopy;
 
-    send_via_tun(c, data, 30000);
+    const uint8_t *first = send_via_tun(c, data, 30000);
     assert_int_equal(stats().rx_nocopy - nocopy0, 30000);
     assert_true(netstack_rx_bytes() >= 30000); /* held whole, under the heap cap */
     assert_true(netstack_heap_used() >= F.heap_base + netstack_rx_bytes());
@@ -1789,6 +1790,16 @@ test_rx_nocopy_upload(void **state)
     spin();
     assert_int_equal(io_read(c->s, buf, sizeof(buf)), 9000);
     check_pat(buf, 31000, 9000);
+
+    /* The first packet's buffer went back to the device, which reads into
+     * it again once the next large packet is taken. */
+    send_via_tun(c, data + 40000, 20000);
+    assert_ptr_equal(send_via_tun(c, data + 60000, 100), first);
+    spin();
+    for (got = 0; (n = io_read(c->s, buf + got, sizeof(buf) - got)) > 0;)
+        got += (size_t)n;
+    assert_int_equal(got, 20100);
+    check_pat(buf, 40000, 20100);
 }
 
 /* A packet that is not the last batch's (the SYN chute keeps, a test's
