@@ -9,9 +9,9 @@
 #include "tun/tun.h"
 
 /* A large TCP packet (offload: up to 64 KiB) stays in the buffer the TUN
- * read it into: the buffer becomes lwIP's pbuf (a custom one, freed when
- * lwIP and the relay are done with its bytes) and the device reads into a
- * new one. The copy into a pbuf of lwIP's heap was 5-7% of an upload's
+ * read it into: the buffer becomes lwIP's pbuf (a custom one, given back
+ * to the device when lwIP and the relay are done with its bytes) and the
+ * device reads into another. The copy into a pbuf of lwIP's heap was 5-7% of an upload's
  * CPU (perf, scripts/bench/tun --perf). Smaller packets are copied: a
  * 64 KiB buffer held for an MTU-sized segment would weigh 40 times its
  * bytes on the heap cap. Taken buffers count under that cap whole. */
