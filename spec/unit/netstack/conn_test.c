@@ -1755,8 +1755,9 @@ send_via_tun(struct client *c, const void *data, size_t len)
 }
 
 /* An offloaded packet's bytes stay where the TUN read them: lwIP's pbuf is
- * that buffer, the relay reads it intact, and it goes back to the heap
- * once read. A packet of an MTU's size is copied, as before. */
+ * that buffer, the relay reads it intact, and once read it is off the heap
+ * cap and back with the device. A packet of an MTU's size is copied, as
+ * before. */
 static void
 test_rx_nocopy_upload(void **state)
 {
