@@ -11,10 +11,11 @@
 /* A large TCP packet (offload: up to 64 KiB) stays in the buffer the TUN
  * read it into: the buffer becomes lwIP's pbuf (a custom one, given back
  * to the device when lwIP and the relay are done with its bytes) and the
- * device reads into another. The copy into a pbuf of lwIP's heap was 5-7% of an upload's
- * CPU (perf, scripts/bench/tun --perf). Smaller packets are copied: a
- * 64 KiB buffer held for an MTU-sized segment would weigh 40 times its
- * bytes on the heap cap. Taken buffers count under that cap whole. */
+ * device reads into another. The copy into a pbuf of lwIP's heap was 5-7%
+ * of an upload's CPU (perf, scripts/bench/tun --perf). Smaller packets are
+ * copied: a 64 KiB buffer held for an MTU-sized segment would weigh 40
+ * times its bytes on the heap cap. Taken buffers count under that cap
+ * whole. */
 
 #define ADOPT_MIN 16384 /* payload bytes: an offloaded packet's, not an MTU's */
 

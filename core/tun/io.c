@@ -22,6 +22,13 @@ vhdr(const struct tun *t)
     return t->vnet ? TUN_VNET_HDR : 0;
 }
 
+/* A read buffer: the packet's stride, then the taker's spare bytes. */
+static size_t
+slot_size(const struct tun *t)
+{
+    return t->stride + TUN_SLOT_SPARE;
+}
+
 int
 tun_io_init(struct tun *t, int batch)
 {
@@ -42,7 +49,7 @@ tun_io_init(struct tun *t, int batch)
     if ((t->slot = calloc((size_t)t->batch, sizeof(*t->slot))) == NULL)
         return -1;
     for (int i = 0; i < t->batch; i++)
-        if ((t->slot[i] = aligned_alloc(64, t->stride + TUN_SLOT_SPARE)) == NULL)
+        if ((t->slot[i] = aligned_alloc(64, slot_size(t))) == NULL)
             return -1;
     return 0;
 }
@@ -128,7 +135,7 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
 int
 tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s)
 {
-    size_t size = t->stride + TUN_SLOT_SPARE;
+    size_t size = slot_size(t);
     if (t->slot == NULL || size > budget)
         return -1;
     size_t off = t->rd_off + vhdr(t);
@@ -154,7 +161,7 @@ tun_take(struct tun *t, const uint8_t *pkt, size_t budget, struct tun_slot *s)
 void
 tun_give_back(struct tun *t, void *base, size_t size)
 {
-    if (t == NULL || t->slot == NULL || size != t->stride + TUN_SLOT_SPARE ||
+    if (t == NULL || t->slot == NULL || size != slot_size(t) ||
         t->nspare >= (size_t)t->batch) {
         free(base);
         return;

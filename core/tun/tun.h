@@ -127,8 +127,9 @@ int tun_read_batch(struct tun *t, struct tun_batch *b);
 
 /* Packet |pkt| of the last batch stays where the device read it: its buffer
  * (|size| bytes from |base|, the last TUN_SLOT_SPARE of them, at |spare|,
- * free for the taker's bookkeeping) is the caller's from now on, to free()
- * when done, and the device reads into a new one. -1, and the packet stays
+ * free for the taker's bookkeeping) is the caller's from now on, to give
+ * back (tun_give_back) or free() when done, and the device reads into
+ * another. -1, and the packet stays
  * the device's, when |pkt| is no packet of the last batch (or was taken),
  * on the host endpoint, when the buffer is over |budget| bytes or without
  * memory. */
