@@ -34,6 +34,7 @@ enum cstate { C_HELD, C_HANDSHAKE, C_OPEN };
 #define WRITE_MAX 0xFFFF /* tcp_write takes a u16_t length */
 #define ROOM_MIN 2048    /* heap room worth a write (below: wait as at the cap) */
 #define BULK_MIN 16384   /* a write this large: the stream is a download (chunks) */
+#define FIN_ACK_DELAY 0.04 /* s; Linux's delayed-ACK floor (TCP_DELACK_MIN) */
 
 /* Segments this large (offload) are sent from chunks; a test lowers it. */
 static unsigned seg_nocopy = NETSTACK_NOCOPY_MSS;
@@ -51,7 +52,7 @@ struct netstack_conn {
     int err;               /* ECONNRESET once lwIP dropped the pcb */
     struct tcp_pcb *pcb;
     void *arg;             /* the owner's, for established() and gone() */
-    ev_timer hs_timer;     /* the client's handshake is not done */
+    ev_timer timer;        /* the handshake's deadline; open, the ACK of a FIN */
     struct io_soon rd_kick, wr_kick, up_kick; /* on_readable, on_drain, established */
     struct pbuf *rx;       /* client bytes not consumed yet */
     struct pbuf *rx_last;  /* rx's last pbuf, while rx is not NULL */
@@ -127,7 +128,7 @@ conn_free(struct netstack_conn *c)
 {
     if (c->unlinked)
         return;
-    ev_timer_stop(loop(), &c->hs_timer);
+    ev_timer_stop(loop(), &c->timer);
     io_soon_cancel(loop(), &c->rd_kick);
     io_soon_cancel(loop(), &c->wr_kick);
     io_soon_cancel(loop(), &c->up_kick);
@@ -250,6 +251,36 @@ kick_readable(struct netstack_conn *c)
 
 static void want_output(struct netstack_conn *c);
 
+static void
+on_fin_ack(struct ev_loop *l, ev_timer *w, int revents)
+{
+    struct netstack_conn *c = w->data;
+    if (c->pcb != NULL && (c->pcb->flags & TF_ACK_DELAY)) {
+        c->ack_owed = 1;
+        want_output(c);
+    }
+}
+
+/* lwIP ACKs a FIN at once. The upstream's close, which the client's FIN
+ * passes on, usually brings chute's own FIN within a round trip: the ACK
+ * waits for it, as Linux's delayed ACK does, and rides on it. One TUN
+ * packet, and one pass through the client's stack, less per connection
+ * the client closes first. The ACK goes alone after FIN_ACK_DELAY (or
+ * earlier, from lwIP's fast timer), well before a Linux client would send
+ * its FIN again (200 ms at the earliest, TCP_RTO_MIN). */
+static void
+delay_fin_ack(struct netstack_conn *c, struct tcp_pcb *pcb)
+{
+    if (pcb->state != CLOSE_WAIT || !(pcb->flags & TF_ACK_NOW) || c->ack_owed)
+        return; /* chute's FIN went first; or an ACK owed for data goes anyway */
+    tcp_clear_flags(pcb, TF_ACK_NOW);
+    tcp_set_flags(pcb, TF_ACK_DELAY);
+    ev_timer_stop(loop(), &c->timer); /* idle since the accept */
+    ev_set_cb(&c->timer, on_fin_ack);
+    ev_timer_set(&c->timer, FIN_ACK_DELAY, 0);
+    ev_timer_start(loop(), &c->timer);
+}
+
 /* ---- lwIP's callbacks --------------------------------------------------- */
 
 static err_t
@@ -258,6 +289,7 @@ on_recv(void *arg, struct tcp_pcb *pcb, struct pbuf *p, err_t err)
     struct netstack_conn *c = arg;
     if (p == NULL) {
         c->client_eof = 1;
+        delay_fin_ack(c, pcb);
         release_ended(c);
     } else {
         /* Appended at the last pbuf, not from the head: pbuf_cat walks the
@@ -835,8 +867,8 @@ netstack_conn_accept(struct netstack_conn *c, double timeout)
         return;
     }
     c->state = C_HANDSHAKE;
-    ev_timer_set(&c->hs_timer, timeout, 0);
-    ev_timer_start(loop(), &c->hs_timer);
+    ev_timer_set(&c->timer, timeout, 0);
+    ev_timer_start(loop(), &c->timer);
     netstack_tw_drop(&v);
     if (tun_offload(netstack.tun))
         raise_mss(c, &v);
@@ -887,8 +919,8 @@ netstack_conn_syn(const struct ip_view *v, const struct ip_tuple *k, uint32_t ha
     c->syn_len = v->pkt_len;
     memcpy(c->syn, v->pkt, v->pkt_len);
     c->s = (struct io_stream){.ops = &lwip_ops, .loop = loop()};
-    ev_timer_init(&c->hs_timer, on_handshake_timeout, 0, 0);
-    c->hs_timer.data = c;
+    ev_timer_init(&c->timer, on_handshake_timeout, 0, 0);
+    c->timer.data = c;
     io_soon_init(&c->rd_kick, on_rd_kick, c);
     io_soon_init(&c->wr_kick, on_wr_kick, c);
     io_soon_init(&c->up_kick, on_up_kick, c);
@@ -925,7 +957,7 @@ netstack_conn_accepted(void *arg, struct tcp_pcb *pcb, err_t err)
     }
     c->pcb = pcb;
     tcp_setprio(pcb, TCP_PRIO_NORMAL); /* established: no longer the first to go (input.c) */
-    ev_timer_stop(loop(), &c->hs_timer);
+    ev_timer_stop(loop(), &c->timer);
     tcp_arg(pcb, c);
     tcp_recv(pcb, on_recv);
     tcp_sent(pcb, on_sent);

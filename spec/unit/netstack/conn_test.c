@@ -968,6 +968,63 @@ test_client_fin_reads_zero(void **state)
     assert_false(c->fin_in);
 }
 
+/* The client closes first: the ACK of its FIN waits for chute's FIN and
+ * rides on it, one packet instead of two. Without a FIN from chute it
+ * goes alone, after FIN_ACK_DELAY (40 ms). After chute's FIN, at once. */
+static void
+test_fin_ack_rides_on_fin(void **state)
+{
+    struct client *c = new_client(4, 40022, 80), *d = new_client(4, 40023, 80);
+    struct client *e = new_client(4, 40024, 80);
+    struct seg g;
+
+    connect_client(c);
+    send_seg(c, TCP_ACK | TCP_FIN, NULL, 0);
+    spin();
+    assert_int_equal(discard(c), 0); /* no bare ACK */
+    assert_int_equal(io_shutdown(c->s), 0);
+    assert_true(pop(c, &g));
+    assert_int_equal(g.flags & (TCP_FIN | TCP_ACK), TCP_FIN | TCP_ACK);
+    assert_int_equal(g.ack, c->snd_nxt); /* the client's FIN, acknowledged */
+    assert_true(c->fin_in);
+    assert_int_equal(discard(c), 0);
+    send_seg(c, TCP_ACK, NULL, 0);
+    io_close(c->s, 0);
+    c->s = NULL;
+
+    connect_client(d);
+    send_seg(d, TCP_ACK | TCP_FIN, NULL, 0);
+    ev_now_update(F.loop);
+    ev_tstamp t0 = ev_now(F.loop);
+    spin();
+    assert_int_equal(discard(d), 0);
+    for (int i = 0; i < 20 && !pop(d, &g); i++)
+        ev_run(F.loop, EVRUN_ONCE); /* the delay's timer is the one due */
+    ev_now_update(F.loop);
+    assert_int_equal(g.flags, TCP_ACK);
+    assert_int_equal(g.ack, d->snd_nxt);
+    assert_true(ev_now(F.loop) - t0 >= 0.03);
+    assert_true(ev_now(F.loop) - t0 < 1);
+    assert_int_equal(discard(d), 0);
+    assert_false(d->fin_in);
+    io_close(d->s, 0);
+    d->s = NULL;
+
+    /* chute's FIN first: the client's FIN ends the connection, and its
+     * ACK goes at once. */
+    connect_client(e);
+    assert_int_equal(io_shutdown(e->s), 0);
+    assert_true(pop(e, &g));
+    assert_true(e->fin_in);
+    send_seg(e, TCP_ACK | TCP_FIN, NULL, 0);
+    spin();
+    assert_true(pop(e, &g));
+    assert_int_equal(g.flags, TCP_ACK);
+    assert_int_equal(g.ack, e->snd_nxt);
+    io_close(e->s, 0);
+    e->s = NULL;
+}
+
 /* writev takes what the send buffer has room for; on_drain comes after
  * the client's ACKs make room; every byte arrives in order. */
 static void
@@ -1841,6 +1898,7 @@ main(void)
         T(test_reset_during_handshake),
         T(test_read_peek_consume_window),
         T(test_client_fin_reads_zero),
+        T(test_fin_ack_rides_on_fin),
         T(test_write_partial_and_drain),
         T(test_write_room_zero_then_drain),
         T(test_shutdown_fin_after_data),
