@@ -29,7 +29,7 @@ struct tcp_flow {
     struct io_stream *client;   /* once established */
     struct io_stream *up;       /* once open, until the relay takes it */
     struct flow_open *oc;
-    uint8_t *extra;             /* the proxy's early bytes, for the client */
+    uint8_t *extra;             /* the upstream's early bytes, for the client */
     size_t extra_len;
     ev_timer sniff_timer;
     struct flow_relay relay;
@@ -94,6 +94,42 @@ relay(struct tcp_flow *x)
     x->state = T_RELAY;
 }
 
+/* What a server that speaks first sends before the client's handshake is
+ * done waits in x->extra, up to this much; the rest stays in the socket. */
+#define EARLY_MAX 16384
+
+/* The upstream is read from the moment it opens, so its read watcher takes
+ * the connect's epoll registration over (one change) instead of that being
+ * dropped after a wasted wake-up and added again when the relay starts. */
+static void
+on_up_early(void *arg)
+{
+    struct tcp_flow *x = arg;
+    uint8_t buf[EARLY_MAX];
+    size_t room = x->extra_len < EARLY_MAX ? EARLY_MAX - x->extra_len : 0;
+    ssize_t n = room > 0 ? io_read(x->up, buf, room) : 0;
+    if (n < 0 && errno == EAGAIN)
+        return;
+    if (n < 0) {
+        finish(x, "reset", 1);
+        return;
+    }
+    if (n == 0) {
+        io_read_stop(x->up); /* full, or the end: the relay reads it again */
+        return;
+    }
+    uint8_t *p = realloc(x->extra, x->extra_len + (size_t)n);
+    if (p == NULL) {
+        finish(x, "out of memory", 1);
+        return;
+    }
+    memcpy(p + x->extra_len, buf, (size_t)n);
+    x->extra = p;
+    x->extra_len += (size_t)n;
+    LOG_DEBUG("flow %llu: the upstream spoke first: %zd bytes before the client's handshake "
+              "ended (%zu held)", (unsigned long long)x->flow.id, n, x->extra_len);
+}
+
 static void
 on_open(void *arg, const struct flow_upstream *r)
 {
@@ -120,6 +156,8 @@ on_open(void *arg, const struct flow_upstream *r)
         return;
     }
     x->state = T_HANDSHAKE;
+    io_set_callbacks(x->up, on_up_early, NULL, x);
+    io_read_start(x->up);
     netstack_conn_accept(x->nc, e->opts->connect_timeout);
 }
 

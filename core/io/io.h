@@ -41,7 +41,8 @@ struct io_stream;
 
 struct io_stream_ops {
     const char *name; /* "fd", "tls", "shadowsocks", "trojan", "lwip" */
-    /* >0 bytes, 0 at a clean end of the peer's data, or -1 with errno. */
+    /* >0 bytes, 0 at a clean end of the peer's data (and at every read
+     * after it), or -1 with errno. */
     ssize_t (*read)(struct io_stream *s, void *buf, size_t len);
     ssize_t (*writev)(struct io_stream *s, const struct iovec *iov, int iovcnt);
     /* Ends the sending direction once the bytes taken are out (FIN;

@@ -879,8 +879,13 @@ void
 netstack_conn_refuse(struct netstack_conn *c, int rst)
 {
     struct ip_view v;
-    if (rst && ip_view_parse(&v, c->syn, c->syn_len) == IP_OK)
+    if (c->pcb != NULL) { /* accepted, established() not delivered yet */
+        detach_pcb(c);
+        tcp_abort(c->pcb); /* its RST */
+        c->pcb = NULL;
+    } else if (rst && ip_view_parse(&v, c->syn, c->syn_len) == IP_OK) {
         netstack_send_rst(&v);
+    }
     conn_free(c);
 }
 

@@ -98,7 +98,8 @@ void netstack_conn_set_arg(struct netstack_conn *c, void *arg);
 /* Hands the held SYN to lwIP: it answers SYN-ACK, and established() or
  * gone() follows, within |timeout| seconds. */
 void netstack_conn_accept(struct netstack_conn *c, double timeout);
-/* Refuses a held SYN: a RST (|rst|) or nothing; frees |c|. */
+/* Refuses a held SYN: a RST (|rst|) or nothing; frees |c|. After the
+ * accept, before established() or gone(): the client gets a RST. */
 void netstack_conn_refuse(struct netstack_conn *c, int rst);
 /* A flow named from its first bytes, for the stats. */
 void netstack_count_sniffed(void);

@@ -872,6 +872,32 @@ test_reset_during_handshake(void **state)
     assert_int_equal(q_untaken(), 0);
 }
 
+/* The owner gives up after the client's ACK, before established() came
+ * (its upstream failed): lwIP's pcb goes with a RST, and nothing calls
+ * back into the freed connection. */
+static void
+test_refuse_after_accept(void **state)
+{
+    struct client *c = new_client(4, 40014, 443);
+    struct seg g;
+
+    send_syn(c, NULL, 0);
+    netstack_conn_accept(c->held, 30);
+    take_synack(c);
+    send_seg(c, TCP_ACK, NULL, 0); /* accepted; established() is due */
+    netstack_conn_refuse(c->held, 1);
+    assert_true(pop(c, &g));
+    assert_true(g.flags & TCP_RST);
+    assert_int_equal(g.seq, c->rcv_nxt);
+    assert_int_equal(stats().conns_active, 0);
+    spin();
+    assert_int_equal(c->gone + c->established, 0);
+    send_data(c, "late", 4); /* no pcb, no conn: a RST */
+    assert_true(pop(c, &g));
+    assert_true(g.flags & TCP_RST);
+    assert_int_equal(q_untaken(), 0);
+}
+
 /* ---- 3. the stream ------------------------------------------------------- */
 
 /* Client bytes: on_readable once reading starts (never from read_start
@@ -1896,6 +1922,7 @@ main(void)
         T(test_accept_inside_syn_and_retransmitted_syn),
         T(test_handshake_timeout),
         T(test_reset_during_handshake),
+        T(test_refuse_after_accept),
         T(test_read_peek_consume_window),
         T(test_client_fin_reads_zero),
         T(test_fin_ack_rides_on_fin),
