@@ -95,8 +95,10 @@ relay(struct tcp_flow *x)
 }
 
 /* What a server that speaks first sends before the client's handshake is
- * done waits in x->extra, up to this much; the rest stays in the socket. */
-#define EARLY_MAX 16384
+ * done waits in x->extra, up to this much (a banner's size: a SYN flood
+ * toward such a server must not hold more per flow); the rest stays in
+ * the socket. */
+#define EARLY_MAX 2048
 
 /* The upstream is read from the moment it opens, so its read watcher takes
  * the connect's epoll registration over (one change) instead of that being
