@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A server that speaks first, through the TUN. A token bucket on the TUN
-# (tc tbf: 200 bytes/s, 104 bytes of burst; this kernel has no netem)
-# lets the client's SYN in at once and holds its handshake ACK for 40 ms
-# (IPv4) or 240 ms (IPv6), so the server's bytes reach chute before the
+# (tc tbf: 100 bytes/s, 96 bytes of burst; this kernel has no netem)
+# lets the client's SYN in at once and holds its handshake ACK for 160 ms
+# (IPv4) or 560 ms (IPv6), so the server's bytes reach chute before the
 # ACK does: chute reads them early (up to 2 KiB; the rest waits in the
 # socket) and the client gets them all, in order, once the handshake is
 # done. Every client packet is under the burst, so none is dropped.
@@ -54,7 +54,7 @@ bg_in "$NS_SRV" "$NETNS_TMP/sf-server.log" "$PY" "$NETNS_TMP/sf-server.py" "$SRV
     "$PORT" "$NETNS_TMP/sf-ready"
 wait_file "$NETNS_TMP/sf-ready" 10 || fail "the server-first server did not start"
 
-cli tc qdisc add dev "$TUN_DEV" root tbf rate 1600bit burst 104 limit 100000 ||
+cli tc qdisc add dev "$TUN_DEV" root tbf rate 800bit burst 96 limit 100000 ||
     fail "tc tbf on $TUN_DEV (the kernel's sch_tbf)"
 
 client() { # MODE HOST PORT
