@@ -19,7 +19,7 @@ PORT=9110
 cat >"$NETNS_TMP/sf-server.py" <<'PY'
 import hashlib, socket, sys, selectors
 hosts, port, ready = sys.argv[1].split(","), int(sys.argv[2]), sys.argv[3]
-def blob(n, k):  # no run repeats within 251 bytes: a byte lost or moved shows
+def blob(n, k):  # period 251, and the lengths are compared: a lost or doubled byte shows
     return bytes((i * k + 7) % 251 for i in range(n))
 sel = selectors.DefaultSelector()
 for h in hosts:
