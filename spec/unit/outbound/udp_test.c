@@ -7,10 +7,10 @@
 
 #include <cmocka.h>
 
+#include "../heap.h"
 #include "../loop.h"
 #include <arpa/inet.h>
 #include <errno.h>
-#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -52,17 +52,6 @@ teardown(void **state)
     close(echo_fd);
     ev_loop_destroy(loop);
     return 0;
-}
-
-static size_t
-heap_in_use(void)
-{
-#ifdef __GLIBC__
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-#else
-    return 0;
-#endif
 }
 
 struct opened {
