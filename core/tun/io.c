@@ -103,6 +103,8 @@ tun_read_batch(struct tun *t, struct tun_batch *b)
 {
     if (t->host != NULL)
         return tun_host_read(t, b);
+    if (t->reader != NULL)
+        return tun_reader_read(t, b);
     b->n = t->nread = 0;
     while (b->n < (size_t)t->batch) {
         uint8_t *p = t->slot[b->n] + t->rd_off;

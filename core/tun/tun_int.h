@@ -34,6 +34,7 @@ struct tun {
     struct tun_stats st;
     struct tun_host *host; /* the host endpoint's queue (host.c); NULL for a device */
     struct tun_writer *writer; /* writer.c: a device without offload; NULL: writes inline */
+    struct tun_reader *reader; /* reader.c: the same; NULL: the loop reads the device */
 };
 
 #define TUN_VNET_HDR 10 /* sizeof(struct virtio_net_hdr) */
@@ -63,5 +64,11 @@ int tun_writer_start(struct tun *t);
 int tun_writer_take(struct tun *t);
 void tun_writer_stats(const struct tun *t, struct tun_stats *st);
 void tun_writer_stop(struct tun *t);
+/* reader.c: the reader thread of a device without offload (tun_open only).
+ * _fd is what the loop waits on; _read is tun_read_batch's half. */
+int tun_reader_start(struct tun *t);
+int tun_reader_fd(const struct tun *t);
+int tun_reader_read(struct tun *t, struct tun_batch *b);
+void tun_reader_stop(struct tun *t);
 
 #endif
