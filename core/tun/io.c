@@ -99,6 +99,24 @@ tun_io_fini(struct tun *t)
 }
 
 int
+tun_ring_batch(struct tun *t, struct tun_batch *b, uint8_t *buf, const uint16_t *len,
+               size_t stride, size_t cap, size_t head, size_t n)
+{
+    b->n = n;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (head + k) % cap;
+        b->data[k] = buf + i * stride;
+        b->len[k] = len[i];
+        t->st.bytes_in += len[i];
+    }
+    if (n > 0) {
+        t->st.pkts_in += n;
+        t->st.batches++;
+    }
+    return (int)n;
+}
+
+int
 tun_read_batch(struct tun *t, struct tun_batch *b)
 {
     if (t->host != NULL)

@@ -198,18 +198,7 @@ tun_reader_read(struct tun *t, struct tun_batch *b)
         errno = err;
         return -1;
     }
-    b->n = r->held;
-    for (size_t k = 0; k < b->n; k++) {
-        size_t i = (head + k) % r->cap;
-        b->data[k] = r->buf + i * r->stride;
-        b->len[k] = r->len[i];
-        t->st.bytes_in += r->len[i];
-    }
-    if (b->n > 0) {
-        t->st.pkts_in += b->n;
-        t->st.batches++;
-    }
-    return (int)b->n;
+    return tun_ring_batch(t, b, r->buf, r->len, r->stride, r->cap, head, r->held);
 }
 
 void

@@ -48,6 +48,10 @@ void tun_wq_ref_write(struct tun *t, const uint8_t *e, uint32_t l);
 void tun_wq_ref_drop(const uint8_t *e);
 
 int tun_io_init(struct tun *t, int batch);
+/* io.c: the batch of the |n| ring slots from |head| on (host.c, reader.c),
+ * counted in the stats; returns |n|. */
+int tun_ring_batch(struct tun *t, struct tun_batch *b, uint8_t *buf, const uint16_t *len,
+                   size_t stride, size_t cap, size_t head, size_t n);
 /* host.c: the host endpoint's halves of tun_read_batch and tun_wq_flush,
  * and its share of tun_stats and tun_close. */
 int tun_host_read(struct tun *t, struct tun_batch *b);
