@@ -182,7 +182,7 @@ engine_tun_start(struct engine *e, char *err, size_t errlen)
         return -1;
     }
     if (e->host == NULL) {
-        ev_io_init(&e->_tun_io, on_tun, tun_wait_fd(e->tun), EV_READ);
+        ev_io_init(&e->_tun_io, on_tun, tun_fd(e->tun), EV_READ);
         e->_tun_io.data = e;
         ev_io_start(e->loop, &e->_tun_io);
     } else if (tun_push_pending(e->tun) > 0) {

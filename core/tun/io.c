@@ -99,30 +99,10 @@ tun_io_fini(struct tun *t)
 }
 
 int
-tun_ring_batch(struct tun *t, struct tun_batch *b, uint8_t *buf, const uint16_t *len,
-               size_t stride, size_t cap, size_t head, size_t n)
-{
-    b->n = n;
-    for (size_t k = 0; k < n; k++) {
-        size_t i = (head + k) % cap;
-        b->data[k] = buf + i * stride;
-        b->len[k] = len[i];
-        t->st.bytes_in += len[i];
-    }
-    if (n > 0) {
-        t->st.pkts_in += n;
-        t->st.batches++;
-    }
-    return (int)n;
-}
-
-int
 tun_read_batch(struct tun *t, struct tun_batch *b)
 {
     if (t->host != NULL)
         return tun_host_read(t, b);
-    if (t->reader != NULL)
-        return tun_reader_read(t, b);
     b->n = t->nread = 0;
     while (b->n < (size_t)t->batch) {
         uint8_t *p = t->slot[b->n] + t->rd_off;

@@ -157,8 +157,6 @@ tun_open(const struct tun_opts *o, char *err, size_t errlen)
     }
     if (!t->vnet && tun_writer_start(t) != 0)
         LOG_WARN("tun %s: no writer thread (%s): writes stay on the loop", t->name, strerror(errno));
-    if (!t->vnet && tun_reader_start(t) != 0)
-        LOG_WARN("tun %s: no reader thread (%s): reads stay on the loop", t->name, strerror(errno));
     if (o->num_exclude > 0) {
         t->exclude = malloc(o->num_exclude * sizeof(*t->exclude));
         if (t->exclude != NULL) {
@@ -171,8 +169,7 @@ tun_open(const struct tun_opts *o, char *err, size_t errlen)
         goto fail;
     }
     LOG_INFO("tun %s: up, mtu %d, batch %d, offload %s", t->name, t->mtu, t->batch,
-             t->vnet ? "tso4+tso6" : t->writer && t->reader ? "off (reader and writer threads)"
-                     : t->writer ? "off (writer thread)" : "off");
+             t->vnet ? "tso4+tso6" : t->writer ? "off (writer thread)" : "off");
     return t;
 fail:
     tun_close(t);
@@ -201,7 +198,6 @@ tun_close(struct tun *t)
 {
     if (t == NULL)
         return;
-    tun_reader_stop(t);
     tun_writer_stop(t); /* it writes what it holds first */
     if (t->routed)
         remove_routes(t);
@@ -218,12 +214,6 @@ int
 tun_fd(const struct tun *t)
 {
     return t->fd;
-}
-
-int
-tun_wait_fd(const struct tun *t)
-{
-    return t->reader != NULL ? tun_reader_fd(t) : t->fd;
 }
 
 int

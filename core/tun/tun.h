@@ -114,9 +114,6 @@ size_t tun_push_pending(struct tun *t);
 void tun_close(struct tun *t);
 
 int tun_fd(const struct tun *t);
-/* What the loop waits on for packets to read: the device, or the reader
- * thread's eventfd (reader.c) when it has one. */
-int tun_wait_fd(const struct tun *t);
 int tun_mtu(const struct tun *t);
 /* True when the device does segmentation offload: it hands chute TCP
  * packets of up to 64 KiB and takes such packets back (tun_wq_commit_gso). */

@@ -34,7 +34,6 @@ struct tun {
     struct tun_stats st;
     struct tun_host *host; /* the host endpoint's queue (host.c); NULL for a device */
     struct tun_writer *writer; /* writer.c: a device without offload; NULL: writes inline */
-    struct tun_reader *reader; /* reader.c: the same; NULL: the loop reads the device */
 };
 
 #define TUN_VNET_HDR 10 /* sizeof(struct virtio_net_hdr) */
@@ -48,10 +47,6 @@ void tun_wq_ref_write(struct tun *t, const uint8_t *e, uint32_t l);
 void tun_wq_ref_drop(const uint8_t *e);
 
 int tun_io_init(struct tun *t, int batch);
-/* io.c: the batch of the |n| ring slots from |head| on (host.c, reader.c),
- * counted in the stats; returns |n|. */
-int tun_ring_batch(struct tun *t, struct tun_batch *b, uint8_t *buf, const uint16_t *len,
-                   size_t stride, size_t cap, size_t head, size_t n);
 /* host.c: the host endpoint's halves of tun_read_batch and tun_wq_flush,
  * and its share of tun_stats and tun_close. */
 int tun_host_read(struct tun *t, struct tun_batch *b);
@@ -68,11 +63,5 @@ int tun_writer_start(struct tun *t);
 int tun_writer_take(struct tun *t);
 void tun_writer_stats(const struct tun *t, struct tun_stats *st);
 void tun_writer_stop(struct tun *t);
-/* reader.c: the reader thread of a device without offload (tun_open only).
- * _fd is what the loop waits on; _read is tun_read_batch's half. */
-int tun_reader_start(struct tun *t);
-int tun_reader_fd(const struct tun *t);
-int tun_reader_read(struct tun *t, struct tun_batch *b);
-void tun_reader_stop(struct tun *t);
 
 #endif

@@ -8,9 +8,8 @@
 # client-closes rate was 0.34 of the veth's). Each data segment's payload leaves room for the
 # option: with offload the kernel cuts chute's 64 KiB segments at
 # gso_size, which must be the MTU less the headers *with* options.
-# Without offload the download's segments go through the writer thread,
-# and the client's packets through the reader thread (the TSan part runs
-# this test too).
+# Without offload the download's segments go through the writer thread
+# (the TSan part runs this test too).
 . "$(dirname "$0")/../netns.sh"
 need_root
 netns_setup
@@ -100,11 +99,7 @@ LUA
         [ "$S_gso_out" -gt 0 ] || fail "offload on: no offloaded packet was written (gso_out=0)"
     else
         assert_eq 0 "$S_gso_out" "offload off: gso_out"
-        assert_log "tun $TUN_DEV: up, .*offload off \\(reader and writer threads\\)" \
-            "offload off: the reader and writer threads run"
-        # The client's packets came through the reader thread's ring
-        # (core/tun/reader.c): the loop counts them as it takes them.
-        assert_ge 1000 "$S_pkts_in" "offload off: packets read (through the reader thread)"
+        assert_log "tun $TUN_DEV: up, .*offload off \\(writer thread\\)" "offload off: the writer thread runs"
         # Most of these went out through the writer thread (core/tun/writer.c):
         # its counts must be in the stats. 8 MB down is >= 5,525 segments.
         assert_ge 1 "$S_wq_handoffs" "offload off: flushes handed to the writer thread"
