@@ -424,7 +424,7 @@ log_json_format(char *buf, size_t cap, const char *level, const struct timespec 
     struct piece pc[MAX_PIECES];
     size_t np = 0;
     *msglen = walk(msg, msgcap, fmt, ap, pc, &np);
-    struct out w = {buf, 0, cap - 1, 0}; /* room for the newline */
+    struct out w = {buf, 0, cap - 2, 0}; /* room for the closing "}\n" */
     struct keys ks = {.n = 0};
     static const char *const reserved[] = {"time", "level", "event", "msg"};
     for (size_t i = 0; i < 4; i++)
@@ -466,13 +466,10 @@ log_json_format(char *buf, size_t cap, const char *level, const struct timespec 
     fmt_fields(&w, &ks, fmt, msg, *msglen, pc, np, 1, &ev, &evl);
     if (kv)
         kv_fields(&w, &ks, msg, *msglen);
-    w.full = 0;
-    w.cap = cap;
-    put(&w, "}\n", 2);
-    if (w.full) { /* cannot happen: the message alone fits (see log.c) */
-        w.len = cap - 2;
-        memcpy(buf + w.len, "}\n", 2);
-        w.len = cap;
-    }
-    return w.len;
+    /* The head and message fit (log.c sizes the line for them); a field
+     * that did not is rolled back, so the object closes after a whole
+     * value. Were even the message too long, the line would be cut but
+     * still end. */
+    memcpy(buf + w.len, "}\n", 2);
+    return w.len + 2;
 }

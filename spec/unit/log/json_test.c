@@ -32,6 +32,17 @@ fmt_line(const struct log_field *extra, size_t n, int kv, const char *fmt, ...)
     return line;
 }
 
+static size_t __attribute__((format(printf, 6, 7)))
+fill(char *buf, size_t cap, char *m, size_t mcap, size_t *mlen, const char *fmt, ...)
+{
+    struct timespec ts = {0, 0};
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len = log_json_format(buf, cap, "info", &ts, NULL, 0, 0, m, mcap, mlen, fmt, ap);
+    va_end(ap);
+    return len;
+}
+
 static void
 has(const char *field)
 {
@@ -147,6 +158,26 @@ test_long_line_stays_whole(void **state)
     assert_true(strlen(msg) == sizeof(msg) - 1);
 }
 
+/* A line that fills the buffer to within one byte still closes: the
+ * fields that do not fit are dropped whole, and "}\n" always has room. */
+static void
+test_every_fill_parses(void **state)
+{
+    char buf[512], m[256];
+    for (size_t cap = 160; cap < sizeof(buf); cap++) { /* the message fits at 160 */
+        size_t mlen;
+        size_t len = fill(buf, cap, m, sizeof(m), &mlen, "x a=%s b=%s", "0123456789abcdef",
+                          "\x01\x01\x01\x01\x01\x01\x01\x01");
+        assert_true(len <= cap && buf[len - 1] == '\n');
+        json_error_t e;
+        json_t *j = json_loadb(buf, len - 1, 0, &e);
+        if (j == NULL)
+            fail_msg("cap %zu: %s: %.*s", cap, e.text, (int)len, buf);
+        assert_string_equal(json_string_value(json_object_get(j, "msg")), m);
+        json_decref(j);
+    }
+}
+
 /* Random bytes as a client's string, in a message and a field: jansson
  * parses every line, and the message's value is the input with each byte
  * that is not valid UTF-8 replaced, never cut short or run on. */
@@ -192,6 +223,7 @@ main(void)
         cmocka_unit_test(test_fields_from_format), cmocka_unit_test(test_no_forged_fields),
         cmocka_unit_test(test_escapes),          cmocka_unit_test(test_extra_and_kv),
         cmocka_unit_test(test_long_line_stays_whole), cmocka_unit_test(test_random_bytes_parse),
+        cmocka_unit_test(test_every_fill_parses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
