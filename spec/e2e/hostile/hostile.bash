@@ -71,7 +71,7 @@ assert_no_leak() {
     now_rss=$(rss_kib)
     check "descriptors back near the baseline: $now_fds now, $BASE_FDS before (bound +$fds)"
     [ "$now_fds" -le $((BASE_FDS + fds)) ] || fail "descriptors leak: $now_fds open, $BASE_FDS before"
-    check "RSS back near the baseline: $((now_rss / 1024)) MiB now, $((BASE_RSS / 1024)) MiB before (bound +$mib MiB)"
+    check "RSS back near the baseline: $((now_rss / 1024)) MiB now, $((BASE_RSS / 1024)) MiB before (+$(((now_rss - BASE_RSS) / 1024)) MiB, bound +$mib MiB)"
     [ "$now_rss" -le $((BASE_RSS + mib * 1024)) ] ||
         fail "RSS grew: $now_rss KiB, $BASE_RSS KiB before (bound +$mib MiB)"
 }
