@@ -12,9 +12,11 @@
 # without it). What stays is flat, not a leak: lwIP's static pools the
 # flood touched (7 MiB of .bss) and the heap's fragments; +10.3 to +12.9
 # MiB measured since. malloc's live bytes (malloc_in_use) say it exactly:
-# the first flood leaves +2.1 MiB (bound 4 MiB), and the same flood again
-# adds 3 to 12 KiB (bound 256 KiB; a leak of 8 bytes per flow adds 519)
-# and 0 to 3 MiB of RSS (bound 6).
+# +2.1 MiB (bound 4 MiB) just after the first flood, while the flood's
+# half-open pcbs wait out lwIP's SYN_RCVD timeout (20 s; 0.9 MiB of its
+# heap), +1.1 MiB once they have. Read at the same moment, the same flood
+# again adds 3 to 12 KiB (bound 256 KiB; a leak of 8 bytes per flow adds
+# 519) and 0 to 3 MiB of RSS (bound 6).
 # A real flow is served during the flood too: a
 # new SYN displaces the oldest half-open pcb (netstack/input.c keeps them
 # below established ones in lwIP's priorities). ~20 s.
