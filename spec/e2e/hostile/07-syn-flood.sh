@@ -16,10 +16,9 @@
 # half-open pcbs wait out lwIP's SYN_RCVD timeout (20 s; 0.9 MiB of its
 # heap), +1.1 MiB once they have. Read at the same moment, the same flood
 # again adds 3 to 12 KiB (bound 256 KiB; a leak of 8 bytes per flow adds
-# 519) and 0 to 3 MiB of RSS (bound 6).
-# A real flow is served during the flood too: a
-# new SYN displaces the oldest half-open pcb (netstack/input.c keeps them
-# below established ones in lwIP's priorities). ~20 s.
+# 519) and 0 to 3 MiB of RSS (bound 6). A real flow is served during the
+# flood too: a new SYN displaces the oldest half-open pcb (netstack/input.c
+# keeps them below established ones in lwIP's priorities). ~20 s.
 . "$(dirname "$0")/../netns.sh"
 . "$(dirname "$0")/hostile.bash"
 
