@@ -15,30 +15,37 @@
 
 static char line[16384], msg[2048];
 
-static const char *__attribute__((format(printf, 4, 5)))
-fmt_line(const struct log_field *extra, size_t n, int kv, const char *fmt, ...)
+/* Formats into line (the first |cap| bytes) and msg; returns the length. */
+static size_t
+vformat(size_t cap, const struct log_field *extra, size_t n, int kv, const char *fmt, va_list ap)
 {
     struct timespec ts = {86400 + 3661, 5000000}; /* 1970-01-02T01:01:01.005Z */
     size_t mlen;
+    size_t len = log_json_format(line, cap, "info", &ts, extra, n, kv, msg, sizeof(msg), &mlen,
+                                 fmt, ap);
+    assert_int_equal(mlen, strlen(msg));
+    return len;
+}
+
+static const char *__attribute__((format(printf, 4, 5)))
+fmt_line(const struct log_field *extra, size_t n, int kv, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    size_t len = log_json_format(line, sizeof(line), "info", &ts, extra, n, kv, msg, sizeof(msg),
-                                 &mlen, fmt, ap);
+    size_t len = vformat(sizeof(line), extra, n, kv, fmt, ap);
     va_end(ap);
     assert_true(len > 2 && len < sizeof(line));
     assert_int_equal(line[len - 1], '\n');
     line[len - 1] = '\0';
-    assert_int_equal(mlen, strlen(msg));
     return line;
 }
 
-static size_t __attribute__((format(printf, 6, 7)))
-fill(char *buf, size_t cap, char *m, size_t mcap, size_t *mlen, const char *fmt, ...)
+static size_t __attribute__((format(printf, 2, 3)))
+fmt_at_cap(size_t cap, const char *fmt, ...)
 {
-    struct timespec ts = {0, 0};
     va_list ap;
     va_start(ap, fmt);
-    size_t len = log_json_format(buf, cap, "info", &ts, NULL, 0, 0, m, mcap, mlen, fmt, ap);
+    size_t len = vformat(cap, NULL, 0, 0, fmt, ap);
     va_end(ap);
     return len;
 }
@@ -163,17 +170,15 @@ test_long_line_stays_whole(void **state)
 static void
 test_every_fill_parses(void **state)
 {
-    char buf[512], m[256];
-    for (size_t cap = 160; cap < sizeof(buf); cap++) { /* the message fits at 160 */
-        size_t mlen;
-        size_t len = fill(buf, cap, m, sizeof(m), &mlen, "x a=%s b=%s", "0123456789abcdef",
-                          "\x01\x01\x01\x01\x01\x01\x01\x01");
-        assert_true(len <= cap && buf[len - 1] == '\n');
+    for (size_t cap = 160; cap < 512; cap++) { /* the message fits at 160 */
+        size_t len = fmt_at_cap(cap, "x a=%s b=%s", "0123456789abcdef",
+                                "\x01\x01\x01\x01\x01\x01\x01\x01");
+        assert_true(len <= cap && line[len - 1] == '\n');
         json_error_t e;
-        json_t *j = json_loadb(buf, len - 1, 0, &e);
+        json_t *j = json_loadb(line, len - 1, 0, &e);
         if (j == NULL)
-            fail_msg("cap %zu: %s: %.*s", cap, e.text, (int)len, buf);
-        assert_string_equal(json_string_value(json_object_get(j, "msg")), m);
+            fail_msg("cap %zu: %s: %.*s", cap, e.text, (int)len, line);
+        assert_string_equal(json_string_value(json_object_get(j, "msg")), msg);
         json_decref(j);
     }
 }
