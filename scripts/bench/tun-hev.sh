@@ -11,8 +11,13 @@
 # traffic: hev's rows route 10.200.0.2/32 into hev's TUN (the SOCKS5 server's
 # address stays on the veth); chute's use its own auto_route.
 # Per run: the veth baseline, hev, then chute (each build), up/down/8 flows.
+# Transfers here last HEV_DUR (at least 8 s) and CPU is read from 2 s on:
+# on this path chute and hev take a second or more to reach their steady
+# rate of CPU (a 3-s transfer read 58-66% of a core for both where 8 s read
+# 85-100%), and what their CPU per Gbit/s compares is the steady part.
 
 HEV_SOCKS4=10.200.0.3 HEV_SOCKS_PORT=1080 HEV_TUN="bt$$h" HEV_PID=""
+HEV_DUR=$((DUR > 8 ? DUR : 8))
 CHUTE_PROXY_LUA="chute.proxy \"s5\" { type = \"socks5\", server = \"$HEV_SOCKS4\", port = $HEV_SOCKS_PORT }"
 
 hev_setup() {
@@ -64,7 +69,7 @@ hev_tun_bytes() {
 
 # One run of the comparison (run number R).
 hev_run() {
-    local r=$1 b mode
+    local r=$1 b mode DUR=$HEV_DUR CPU_SKIP=2 # seen by iperf_run
     veth_mtu 1500
     for mode in up down p8; do iperf_run "$mode" "hev.base.$mode"; done
     hev_start
@@ -80,6 +85,7 @@ hev_run() {
 hev_report() {
     local mode k g bg hg cpu b mc hm
     printf '\nbeside hev-socks5-tunnel (%s), MTU 1500, no offload, both relaying to one splice SOCKS5 server;\n' "$HEV_BIN"
+    printf '%s s per transfer, CPU (CPU%%, mach%%) read from 2 s on, once both are at their steady rate;\n' "$HEV_DUR"
     printf 'ratio = to the veth of these runs; x hev = Gbit/s over hev'"'"'s; target 8 flows >= 2 x hev;\n'
     printf 'm/Gb = the whole machine'"'"'s CPU%% per Gbit/s (the kernel'"'"'s work for iperf3 and the SOCKS server too);\n'
     printf 'x max = the x hev that all cores busy would give at these m/Gb (hev'"'"'s m/Gb over chute'"'"'s):\n'
