@@ -55,14 +55,19 @@ expand(struct mem_arena *a, const char *tmpl, size_t tlen, struct mem_slice subj
 
 /* One pass of replacing every match of |re| in |s|: the output length, and
  * the bytes when |out| is not NULL. Sets *hits. After an empty match the
- * search moves on by one character (not inside a UTF-8 sequence). */
+ * search moves on by one character (not inside a UTF-8 sequence). Gives
+ * up with SIZE_MAX once the output and the matches so far pass |limit|, so
+ * a pattern that matches at every byte costs no more than the caller may
+ * still spend. */
 static size_t
 subst_pass(struct mitm_rewrites *rw, const struct rules_re *re, const char *tmpl, size_t tlen,
-           struct mem_slice s, char *out, size_t *hits)
+           struct mem_slice s, char *out, size_t *hits, size_t limit)
 {
     size_t ov[2 * MAX_PAIRS], at = 0, pos = 0, n = 0;
     *hits = 0;
     while (pos <= s.len) {
+        if (n > limit || *hits > limit - n)
+            return SIZE_MAX;
         int rc = rules_re_match_at(re, s.ptr, s.len, pos, ov, MAX_PAIRS);
         if (rc == RULES_RE_LIMIT && out != NULL)
             rw->st.limit_cuts++;
@@ -92,24 +97,25 @@ subst_pass(struct mitm_rewrites *rw, const struct rules_re *re, const char *tmpl
 }
 
 /* Every match of |re| in |*s| replaced: 1 and |*s| the new text in the
- * arena, 0 when nothing matched, -1 when out of memory or over |*budget|
- * (what the message may still take of the arena; the new text's size is
- * taken off it). */
+ * arena, 0 when nothing matched, -1 when out of memory or over |*budget|.
+ * The budget is what the message may still spend: each byte of the new
+ * text and each match costs one, so it bounds both the arena and the time
+ * the loop spends matching. */
 static int
 subst(struct mitm_rewrites *rw, struct mem_arena *a, const struct rules_re *re, const char *tmpl,
       size_t tlen, struct mem_slice *s, size_t *budget)
 {
     size_t hits;
-    size_t need = subst_pass(rw, re, tmpl, tlen, *s, NULL, &hits);
+    size_t need = subst_pass(rw, re, tmpl, tlen, *s, NULL, &hits, *budget);
     if (hits == 0)
-        return 0;
-    if (need > *budget)
+        return 0; /* (a pass gives up only after a match) */
+    if (need == SIZE_MAX || need + hits > *budget)
         return -1;
-    *budget -= need;
+    *budget -= need + hits;
     char *out = mem_arena_alloc(a, need);
     if (out == NULL)
         return -1;
-    subst_pass(rw, re, tmpl, tlen, *s, out, &hits);
+    subst_pass(rw, re, tmpl, tlen, *s, out, &hits, SIZE_MAX);
     *s = mem_slice(out, need);
     return 1;
 }
@@ -401,8 +407,9 @@ edit_body(struct mitm_rewrites *rw, struct mitm_request *m, struct mem_slice *bo
 {
     int changed = 0;
     /* Each pair writes a new body into the arena: all of them together
-     * may take 8 x max_body, so a module with many pairs cannot make one
-     * message hold megabytes. */
+     * may spend 8 x max_body (bytes written plus matches), so a module
+     * with many pairs cannot make one message hold megabytes or hold the
+     * loop for long. */
     size_t budget = rw->max_body * 8;
     for (size_t i = 0; i < rw->r.nbody; i++) {
         struct rw_body *b = &rw->r.body[i];
@@ -412,8 +419,9 @@ edit_body(struct mitm_rewrites *rw, struct mitm_request *m, struct mem_slice *bo
             int s = subst(rw, m->arena, b->pairs[k].re, b->pairs[k].repl, b->pairs[k].repl_len,
                           body, &budget);
             if (s < 0) {
-                failed(rw, &b->at, "the rewrites of this body would take over 8 x max_body, "
-                                   "or memory ran out: the rest left out");
+                failed(rw, &b->at, "the rewrites of this body would spend over 8 x max_body "
+                                   "(bytes written plus matches), or memory ran out: the "
+                                   "rest left out");
                 return changed;
             }
             changed |= s > 0;

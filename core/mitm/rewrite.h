@@ -42,9 +42,11 @@
  * req->port and m->scheme with what the flow connects to and reroutes.
  *
  * Bodies: a Body Rewrite line asks for at most max_body bytes (default
- * MITM_REWRITE_MAX_BODY); the rewrites of one body may write 8 × max_body
- * bytes in all (each pair writes a new copy), past that the remaining
- * pairs are left out (counted as a failure). A body replaced here has
+ * MITM_REWRITE_MAX_BODY); the rewrites of one body may spend 8 × max_body
+ * in all, where each byte written (each pair writes a new copy) and each
+ * match costs one; past that the remaining pairs are left out (counted as
+ * a failure). The matches count so that a pattern matching at every byte
+ * cannot hold the loop thread for long. A body replaced here has
  * a new length: the owner re-frames it (Content-Length cannot be set
  * through http_fwd_field_*).
  *
@@ -72,7 +74,7 @@ struct mitm_rewrites;
     X(body_request, rewrite_body_req)       /* request bodies rewritten */                         \
     X(body_response, rewrite_body_resp)     /* response bodies rewritten */                        \
     X(limit_cuts, rewrite_limit_cuts)       /* matches cut by the regex match limit */             \
-    X(failures, rewrite_failures)           /* edits refused: bad URL, Host/Content-Length, memory */
+    X(failures, rewrite_failures)           /* edits refused: bad URL, Host/Content-Length, memory, body budget */
 
 struct mitm_rewrite_stats {
 #define X(field, key) uint64_t field;

@@ -430,6 +430,24 @@ test_response(void **state)
     assert_int_equal(st.header_response, 3 + 1); /* the second time: the add only */
 }
 
+/* One Body Rewrite |line| with max_body 16 (a budget of 128) on the
+ * response body |*body|; its stats in |st|. */
+static void
+on_budget(const char *line, const char **body, size_t *len, struct mitm_rewrite_stats *st)
+{
+    char text[300], err[300];
+    int n = snprintf(text, sizeof(text), "[Body Rewrite]\n%s\n", line);
+    struct mitm_rewrites *r = mitm_rewrites_new();
+    assert_int_equal(mitm_rewrites_load(r, text, (size_t)n, "budget", NULL, NULL, NULL, err,
+                                        sizeof(err)),
+                     0);
+    mitm_rewrites_set_max_body(r, 16);
+    const struct mitm_hooks *h = mitm_rewrites_hooks(r);
+    h->on_response(h->ud, &mr, &resp, body, len);
+    mitm_rewrites_stats(r, st);
+    mitm_rewrites_free(r);
+}
+
 /* Empty matches advance: "^$"-style patterns make new content, and
  * patterns that match nothing leave the body's pointer alone. */
 static void
@@ -468,24 +486,26 @@ test_body_edges(void **state)
     assert_ptr_equal(body, in);
     mitm_rewrites_free(r2);
 
-    /* Pairs that double the body: together they may write 8 x max_body. */
-    static const char m5[] = "[Body Rewrite]\n"
-                             "http-response . (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0\n";
-    struct mitm_rewrites *r5 = mitm_rewrites_new();
-    assert_int_equal(mitm_rewrites_load(r5, m5, sizeof(m5) - 1, "m5", NULL, NULL, NULL, err,
-                                        sizeof(err)),
-                     0);
-    mitm_rewrites_set_max_body(r5, 16);
-    const struct mitm_hooks *h5 = mitm_rewrites_hooks(r5);
+    /* Pairs that double the body: together they may spend 8 x max_body. */
+    struct mitm_rewrite_stats st;
     body = "0123456789";
     len = 10;
-    h5->on_response(h5->ud, &mr, &resp, &body, &len);
-    assert_int_equal(len, 40); /* 20 + 40 written; 80 more is over 128 */
-    struct mitm_rewrite_stats st;
-    mitm_rewrites_stats(r5, &st);
+    on_budget("http-response . (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0 (?s).+ $0$0", &body, &len,
+              &st);
+    assert_int_equal(len, 40); /* 20 + 1 and 40 + 1 spent; 80 + 1 more is over 128 */
     assert_int_equal(st.failures, 1);
     assert_int_equal(st.body_response, 1);
-    mitm_rewrites_free(r5);
+
+    /* Matches cost too: eight passes that each copy 10 bytes by 10 matches
+     * would write 80 bytes, but spend 160; the seventh is over 128. */
+    body = "0123456789";
+    len = 10;
+    on_budget("http-response . (?s). $0 (?s). $0 (?s). $0 (?s). $0 (?s). $0 (?s). $0 (?s). $0 "
+              "(?s). $0",
+              &body, &len, &st);
+    assert_int_equal(len, 10);
+    assert_memory_equal(body, "0123456789", 10);
+    assert_int_equal(st.failures, 1);
 }
 
 /* Loads one module: 0 or -1 with the message in |err|. */
