@@ -74,7 +74,7 @@ struct mitm_rewrites;
     X(body_request, rewrite_body_req)       /* request bodies rewritten */                         \
     X(body_response, rewrite_body_resp)     /* response bodies rewritten */                        \
     X(limit_cuts, rewrite_limit_cuts)       /* matches cut by the regex match limit */             \
-    X(failures, rewrite_failures)           /* edits refused: bad URL, Host/Content-Length, memory, body budget */
+    X(failures, rewrite_failures)           /* edits refused: bad URL or field, memory, budget */
 
 struct mitm_rewrite_stats {
 #define X(field, key) uint64_t field;
